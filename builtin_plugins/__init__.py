@@ -1,0 +1,1 @@
+"""Elowen's builtin plugins, one package each, registered by entry point."""

@@ -1,0 +1,64 @@
+"""elowen-sdk: everything a third-party Elowen plugin depends on.
+
+Plugin API version: ``"1"`` (``api = "1"`` in ``elowen-plugin.toml``). Within API 1 hooks and
+types only gain optional arguments and fields; a breaking change bumps the API version.
+"""
+
+from ._markers import hookimpl, hookspec
+from .context import PathGuard, PluginContext
+from .errors import CapabilityError, ConfigError, ElowenError, ManifestError, PathGuardError
+from .hookspecs import API_VERSION, HOOK_KINDS, MUTATING_TARGETS
+from .manifest import MANIFEST_NAME, ConfigField, Manifest, load_manifest, parse_capability, parse_manifest
+from .types import (
+    Command,
+    Event,
+    Executor,
+    Loop,
+    Patch,
+    Platform,
+    PromptFragment,
+    Route,
+    Service,
+    Skill,
+    Tool,
+    ToolCall,
+    TurnContext,
+    apply_patch,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "API_VERSION",
+    "CapabilityError",
+    "Command",
+    "ConfigError",
+    "ConfigField",
+    "ElowenError",
+    "Event",
+    "Executor",
+    "HOOK_KINDS",
+    "Loop",
+    "MANIFEST_NAME",
+    "MUTATING_TARGETS",
+    "Manifest",
+    "ManifestError",
+    "Patch",
+    "PathGuard",
+    "PathGuardError",
+    "Platform",
+    "PluginContext",
+    "PromptFragment",
+    "Route",
+    "Service",
+    "Skill",
+    "Tool",
+    "ToolCall",
+    "TurnContext",
+    "apply_patch",
+    "hookimpl",
+    "hookspec",
+    "load_manifest",
+    "parse_capability",
+    "parse_manifest",
+]

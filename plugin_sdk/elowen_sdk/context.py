@@ -1,0 +1,103 @@
+"""The interfaces a plugin receives from the kernel: :class:`PluginContext` and
+:class:`PathGuard`. The kernel provides the implementations; these protocols are what a
+plugin may rely on under plugin API ``"1"``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class PathGuard(Protocol):
+    """Pins a plugin's file access to its granted roots.
+
+    Every method raises :class:`~elowen_sdk.errors.PathGuardError` for a path outside the
+    roots, a ``..`` escape, a symlink (or symlinked parent) that points out, or a NUL byte.
+    The file helpers open the file by walking from the root with ``O_NOFOLLOW`` directory
+    descriptors, so a path swapped for a symlink between check and use is refused too.
+    """
+
+    @property
+    def read_roots(self) -> tuple[Path, ...]: ...
+
+    @property
+    def write_roots(self) -> tuple[Path, ...]: ...
+
+    def resolve(self, path: str | Path, *, write: bool = False) -> Path:
+        """The real absolute path, checked. Relative paths are taken from the first root."""
+        ...
+
+    def read_bytes(self, path: str | Path) -> bytes: ...
+
+    def read_text(self, path: str | Path, encoding: str = "utf-8") -> str: ...
+
+    def write_bytes(self, path: str | Path, data: bytes) -> int: ...
+
+    def write_text(self, path: str | Path, text: str, encoding: str = "utf-8") -> int: ...
+
+    def listdir(self, path: str | Path = ".") -> list[str]: ...
+
+    def mkdir(self, path: str | Path) -> Path: ...
+
+
+class PluginContext(Protocol):
+    """One per plugin; passed as ``ctx`` to every hook.
+
+    Attributes:
+        name: the plugin's name (from its manifest).
+        config: read-only, validated config (defaults overlaid with the user's settings).
+        log: logger ``elowen.plugin.<name>``.
+        guard: the plugin's :class:`PathGuard`.
+        data_dir: ``$ELOWEN_HOME/plugins/<name>/`` (created on first use, always a guard root).
+        generation: the registry's generation counter; changes whenever any plugin is enabled,
+            disabled or reconfigured, so long-lived consumers can tell a snapshot is stale.
+    """
+
+    name: str
+    config: Mapping[str, Any]
+    log: logging.Logger
+    guard: PathGuard
+    data_dir: Path
+
+    @property
+    def generation(self) -> int: ...
+
+    def has(self, capability: str) -> bool:
+        """Whether the plugin holds ``capability`` (declared and granted)."""
+        ...
+
+    def require(self, capability: str, action: str = "") -> None:
+        """Raise :class:`~elowen_sdk.errors.CapabilityError` unless the plugin holds it."""
+        ...
+
+    @property
+    def store(self) -> Any:
+        """The kernel store (needs ``store``)."""
+        ...
+
+    def publish(self, type: str, data: Mapping[str, Any], project_id: int | None = None) -> int:
+        """Publish an event; returns its id (needs ``events.publish``)."""
+        ...
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any, name: str | None = None) -> None:
+        """Run ``fn(*args)`` in the plugin's nursery; cancelled when the plugin is disabled."""
+        ...
+
+    def service(self, name: str) -> Any:
+        """Another plugin's service (needs ``service:<name>``).
+
+        Raises:
+            LookupError: no enabled plugin offers it.
+        """
+        ...
+
+    def emit(self, hook: str, **kwargs: Any) -> None:
+        """Emit an observational hook to every enabled plugin."""
+        ...
+
+    async def mutate(self, hook: str, value: Any, **kwargs: Any) -> Any:
+        """Run a mutating hook over ``value``; returns the patched value."""
+        ...

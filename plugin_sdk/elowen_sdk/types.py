@@ -1,0 +1,209 @@
+"""Public types a plugin author uses: contributions (Tool, Command, Skill, PromptFragment,
+Platform, Executor, Loop, Route, Service), events, and patches returned by mutating hooks.
+
+All are frozen dataclasses with ``__slots__``: cheap to create and safe to share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Handler = Callable[..., Any | Awaitable[Any]]
+"""A sync function or ``async def`` coroutine function; the kernel awaits the result if needed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool the brain can call.
+
+    Attributes:
+        name: unique across all plugins, ``[a-z0-9_.-]+`` (e.g. ``"hello.greet"``).
+        description: one or two sentences shown to the model.
+        parameters: JSON Schema (draft 2020-12) of the keyword arguments, an ``object`` schema.
+        handler: ``handler(**arguments)`` → JSON-serialisable result (sync or async).
+        needs_approval: the user must allow each call (unless YOLO is on and the call is not
+            destructive).
+    """
+
+    name: str
+    description: str
+    handler: Handler
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    needs_approval: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A slash command (``/name args``) available in chat surfaces.
+
+    ``handler(args: str)`` returns the text to show (sync or async).
+    """
+
+    name: str
+    description: str
+    handler: Handler
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """A named, reusable instruction text the brain can load on demand."""
+
+    name: str
+    description: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PromptFragment:
+    """Text added to the brain's system prompt. ``order`` sorts fragments (lower first)."""
+
+    name: str
+    text: str
+    order: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Platform:
+    """A chat platform adapter (Discord, WhatsApp, …). ``factory(ctx)`` returns the adapter."""
+
+    name: str
+    factory: Handler
+
+
+@dataclass(frozen=True, slots=True)
+class Executor:
+    """An executor provider: runs a task on a coding-agent CLI or in-process.
+
+    ``name`` is the provider name used in ``exec:`` specs (``claude``, ``opencode``, ``codex``,
+    ``kilo``, ``elowen``); ``provider`` is the object implementing it (see the agents docs).
+    """
+
+    name: str
+    provider: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """A periodic timer loop run in the owning plugin's nursery.
+
+    ``fn()`` (sync or async) is called every ``interval`` seconds (monotonic clock); an exception
+    is logged and the loop goes on. Disabling the plugin stops it.
+    """
+
+    name: str
+    interval: float
+    fn: Handler
+    run_at_start: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An HTTP route mounted on the daemon under ``/plugins/<plugin>/…``.
+
+    ``handler(request_json: dict | None, **path_params)`` returns a JSON-serialisable value.
+    """
+
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
+    path: str
+    handler: Handler
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """A named in-process service one plugin offers to others (e.g. ``"tmux"``).
+
+    Other plugins reach it with ``ctx.service(name)``.
+    """
+
+    name: str
+    obj: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """An event on the kernel's event bus.
+
+    Attributes:
+        id: monotonically increasing, durable (the SSE ``id:`` / ``Last-Event-ID``).
+        type: dotted type, e.g. ``"task.created"``, ``"signal"``, ``"plugin.enabled"``.
+        data: JSON object.
+        ts: UTC ISO 8601 timestamp.
+        project_id: the project the event belongs to, or ``None`` for global events.
+    """
+
+    id: int
+    type: str
+    data: Mapping[str, Any]
+    ts: str
+    project_id: int | None = None
+
+
+PatchOp = Literal["append", "merge", "replace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """What a mutating hook returns to change a value.
+
+    Applied only when the plugin declared (and was granted) ``hook.mutate:<target>``;
+    otherwise it is dropped and audited as denied.
+
+    Ops:
+        ``append``: list → list + [value]; str → str + value.
+        ``merge``: dict → {**dict, **value}.
+        ``replace``: the value itself.
+    """
+
+    target: str
+    value: Any
+    op: PatchOp = "append"
+
+
+def apply_patch(current: Any, patch: Patch) -> Any:
+    """Return ``current`` with ``patch`` applied (never mutates ``current``).
+
+    Raises:
+        TypeError: the op does not fit the current value's type.
+    """
+    if patch.op == "replace":
+        return patch.value
+    if patch.op == "append":
+        if isinstance(current, list):
+            return [*current, patch.value]
+        if isinstance(current, tuple):
+            return (*current, patch.value)
+        if isinstance(current, str):
+            return current + str(patch.value)
+        raise TypeError(f"cannot append to {type(current).__name__}")
+    if patch.op == "merge":
+        if isinstance(current, Mapping) and isinstance(patch.value, Mapping):
+            return {**current, **patch.value}
+        raise TypeError(f"cannot merge into {type(current).__name__}")
+    raise TypeError(f"unknown patch op {patch.op!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """What the ``turn_context`` mutating hook sees and patches (target ``turn_context``).
+
+    ``context`` is the list of extra context strings added to the turn; a plugin appends with
+    ``Patch("turn_context", "text")``.
+    """
+
+    conversation_id: str
+    user: str
+    message: str
+    context: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the brain is about to make (``before_tool_call``, target ``tool_call``)."""
+
+    tool: str
+    arguments: Mapping[str, Any]
+    conversation_id: str = ""
+    user: str = ""
