@@ -145,6 +145,12 @@ MUTATING_TARGETS: dict[str, str] = {
 }
 """Mutating hook name → the target named in its ``hook.mutate:<target>`` capability."""
 
+MUTATING_FIELDS: dict[str, tuple[str, str]] = {
+    "turn_context": ("turn", "context"),
+    "before_tool_call": ("call", "arguments"),
+}
+"""Mutating hook name → (the argument carrying the object, the field a patch changes)."""
+
 CONTRIBUTION_KINDS: dict[str, str] = {
     "register_tools": "tool",
     "register_commands": "command",

@@ -1,0 +1,1 @@
+"""The ``agents`` plugin: coding-agent CLIs in tmux (screen classifier, provider base, …)."""

@@ -1,0 +1,1 @@
+"""The Claude Code provider plugin: command line, settings, trust pre-seeding, session ids, screen patterns."""

@@ -1,0 +1,1 @@
+"""The Kilo Code provider plugin: command line, settings, trust pre-seeding, session ids, screen patterns."""

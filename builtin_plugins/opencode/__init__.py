@@ -1,0 +1,1 @@
+"""The OpenCode provider plugin: command line, settings, trust pre-seeding, session ids, screen patterns."""

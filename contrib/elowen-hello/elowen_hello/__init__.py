@@ -1,0 +1,1 @@
+"""elowen-hello: an example Elowen plugin."""

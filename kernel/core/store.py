@@ -1,0 +1,475 @@
+"""The kernel store: one SQLite file through apsw, WAL, plus the audit writer.
+
+* One connection serves the trio thread (queries, transactions, event inserts). It is not meant
+  to be shared with worker threads: a transaction is open on the connection, not per task, so
+  never ``await`` inside :meth:`Store.transaction`.
+* A second connection belongs to the audit writer. :meth:`Store.audit` only appends to an
+  in-memory queue; :meth:`Store.run_audit_writer` (one task) writes everything queued in one
+  transaction per wake-up, in a worker thread, so neither the caller nor the event loop waits
+  on the disk.
+* The kernel schema is ``schema.sql`` beside this module, versioned by ``PRAGMA user_version``;
+  plugins apply their own schema files with :meth:`Store.apply_plugin_schema`, versioned in the
+  ``plugin_schemas`` table. Both use the format parsed by :func:`parse_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import apsw
+import trio
+from elowen_sdk import ElowenError
+
+__all__ = ["AuditRecord", "Schema", "SchemaError", "Store", "parse_schema", "utc_iso"]
+
+log = logging.getLogger(__name__)
+
+KERNEL_SCHEMA = Path(__file__).with_name("schema.sql")
+
+Params = Sequence[Any] | Mapping[str, Any]
+
+_VERSION_LINE = re.compile(r"^--\s*(?:schema-)?version:\s*(\d+)\s*$", re.MULTILINE)
+_UPGRADE_LINE = re.compile(r"^--\s*upgrade to\s+(\d+)\s*$", re.MULTILINE)
+_INSERT = re.compile(r"^\s*(?:INSERT|REPLACE)\b", re.IGNORECASE)
+_AUDIT_INSERT = "INSERT INTO audit (ts, actor, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?)"
+
+
+class SchemaError(ElowenError):
+    """A schema file is malformed, or a database is at a version this code cannot handle."""
+
+
+def utc_iso(t: float | None = None) -> str:
+    """``t`` (seconds since the epoch; now if ``None``) as UTC ISO 8601 with milliseconds,
+    e.g. ``"2026-11-30T12:00:00.123Z"``."""
+    if t is None:
+        t = time.time()
+    secs = int(t)
+    ms = int((t - secs) * 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + f".{ms:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """A parsed schema file.
+
+    Attributes:
+        version: the current version (≥ 1).
+        base: the complete current schema, run on a fresh database.
+        upgrades: ``{n: sql}`` turning a version ``n - 1`` database into version ``n``;
+            either empty or exactly ``2..version``.
+    """
+
+    version: int
+    base: str
+    upgrades: Mapping[int, str] = field(default_factory=dict)
+
+
+def parse_schema(text: str, *, version: int | None = None, name: str = "schema") -> Schema:
+    """Parse a schema file.
+
+    Format: an optional ``-- version: N`` line (``-- schema-version: N`` also accepted); the complete current schema; then optional
+    ``-- upgrade to N`` sections, each turning a version ``N-1`` database into version ``N``.
+    ``version`` is the version the caller expects (a plugin passes it); when both are given
+    they must agree.
+
+    Raises:
+        SchemaError: no version at all, disagreeing versions, or upgrade sections that are not
+            exactly ``2..version``.
+    """
+    head, *rest = _UPGRADE_LINE.split(text)
+    found = _VERSION_LINE.search(head)
+    declared = int(found.group(1)) if found else None
+    if declared is not None and version is not None and declared != version:
+        raise SchemaError(f"{name}: file says version {declared}, caller says {version}")
+    final = declared if declared is not None else version
+    if final is None or final < 1:
+        raise SchemaError(f"{name}: needs a version ≥ 1 (a '-- version: N' line)")
+    upgrades = {int(rest[i]): rest[i + 1] for i in range(0, len(rest), 2)}
+    if upgrades and sorted(upgrades) != list(range(2, final + 1)):
+        raise SchemaError(f"{name}: upgrade sections {sorted(upgrades)} must be exactly 2..{final}")
+    return Schema(version=final, base=head, upgrades=upgrades)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One queued audit record (``ts`` in seconds since the epoch, formatted when written)."""
+
+    ts: float
+    actor: str
+    action: str
+    target: str
+    outcome: str
+    detail: Mapping[str, Any] | None
+
+
+@lru_cache(maxsize=512)
+def _is_insert(sql: str) -> bool:
+    return _INSERT.match(sql) is not None
+
+
+class Store:
+    """The kernel's SQLite store.
+
+    Args:
+        path: the database file (created, mode 0600, if missing). Use
+            :func:`elowen.core.paths.db_path` for the default.
+        busy_timeout_ms: how long a statement waits for another connection's write lock.
+
+    Raises:
+        SchemaError: the database was written by a newer Elowen (its ``user_version`` is higher
+            than ``schema.sql``'s version).
+        apsw.Error: the file cannot be opened as an SQLite database.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 5_000) -> None:
+        self.path = Path(path)
+        self._busy_timeout_ms = busy_timeout_ms
+        if not self.path.exists():
+            # SQLite gives the -wal and -shm files the database file's mode.
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
+        self._conn = self._connect()
+        self._depth = 0
+        self._audit_queue: deque[AuditRecord] = deque()
+        self._audit_lock = threading.Lock()
+        self._audit_conn: apsw.Connection | None = None
+        self._wake: trio.Event | None = None
+        self._wake_pending = False
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._trio_thread: int | None = None
+        #: Transactions written by the audit writer so far (a metric; tests read it).
+        self.audit_batches = 0
+        self.schema_version = self._migrate_kernel()
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self) -> apsw.Connection:
+        conn = apsw.Connection(str(self.path))
+        conn.set_busy_timeout(self._busy_timeout_ms)
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
+        if mode != "wal":
+            raise SchemaError(f"{self.path}: could not switch to WAL (journal_mode is {mode!r})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    def close(self) -> None:
+        """Write queued audit records, then close both connections. Idempotent."""
+        try:
+            self.flush_audit()
+        finally:
+            if self._audit_conn is not None:
+                self._audit_conn.close()
+                self._audit_conn = None
+            self._conn.close()
+
+    @property
+    def connection(self) -> apsw.Connection:
+        """The underlying apsw connection (trio thread only), for what this API lacks."""
+        return self._conn
+
+    # -- statements --------------------------------------------------------------------------
+
+    def query(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+        """Run one statement; every row as ``{column: value}``."""
+        cursor = self._conn.execute(sql, params)
+        rows: list[dict[str, Any]] = []
+        names: list[str] | None = None
+        for row in cursor:
+            if names is None:
+                names = [d[0] for d in cursor.description]
+            rows.append(dict(zip(names, row)))
+        return rows
+
+    def query_one(self, sql: str, params: Params = ()) -> dict[str, Any] | None:
+        """The first row of :meth:`query`, or ``None`` when there is none."""
+        cursor = self._conn.execute(sql, params)
+        for row in cursor:
+            names = [d[0] for d in cursor.description]
+            result = dict(zip(names, row))
+            for _ in cursor:  # finish the statement so it does not hold a read snapshot
+                pass
+            return result
+        return None
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        """Run a statement (or a script of several).
+
+        Returns:
+            for an ``INSERT``/``REPLACE``: the new row's rowid, or 0 when no row was inserted
+            (``INSERT OR IGNORE``); otherwise the number of rows changed.
+        """
+        for _ in self._conn.execute(sql, params):
+            pass
+        if _is_insert(sql):
+            return self._conn.last_insert_rowid() if self._conn.changes() else 0
+        return self._conn.changes()
+
+    def executemany(self, sql: str, seq: Iterable[Params]) -> None:
+        """Run one statement for each parameter set in ``seq`` (wrap it in a transaction for
+        speed and atomicity)."""
+        for _ in self._conn.executemany(sql, seq):
+            pass
+
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """A transaction; nested use opens a savepoint.
+
+        The outermost level is ``BEGIN IMMEDIATE`` (takes the write lock up front, so a later
+        write cannot fail on a stale snapshot). Commits on normal exit; rolls back (to the
+        savepoint, when nested) on any exception, which propagates. Synchronous: do not
+        ``await`` inside, other tasks share this connection.
+        """
+        if self._depth == 0:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._depth = 0
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            return
+        name = f"elowen_sp{self._depth}"
+        self._conn.execute(f"SAVEPOINT {name}")
+        self._depth += 1
+        try:
+            yield self
+        except BaseException:
+            self._conn.execute(f"ROLLBACK TO {name}")
+            self._conn.execute(f"RELEASE {name}")
+            raise
+        else:
+            self._conn.execute(f"RELEASE {name}")
+        finally:
+            self._depth -= 1
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check``: ``"ok"``, or the problems found, one per line."""
+        return "\n".join(str(r[0]) for r in self._conn.execute("PRAGMA integrity_check"))
+
+    # -- schemas -----------------------------------------------------------------------------
+
+    def _run_script(self, sql: str) -> None:
+        for _ in self._conn.execute(sql):
+            pass
+
+    def _migrate_kernel(self) -> int:
+        schema = parse_schema(KERNEL_SCHEMA.read_text(encoding="utf-8"), name=str(KERNEL_SCHEMA))
+        with self.transaction():
+            current = self._conn.execute("PRAGMA user_version").fetchall()[0][0]
+            if current == schema.version:
+                return current
+            if current > schema.version:
+                raise SchemaError(
+                    f"{self.path}: database schema version {current} is newer than this Elowen's "
+                    f"({schema.version}); upgrade Elowen"
+                )
+            self._upgrade(schema, current, "kernel")
+            self._conn.execute(f"PRAGMA user_version = {int(schema.version)}")
+        log.info("kernel schema of %s at version %d (was %d)", self.path, schema.version, current)
+        return schema.version
+
+    def _upgrade(self, schema: Schema, current: int, name: str) -> None:
+        if current == 0:
+            self._run_script(schema.base)
+        elif schema.upgrades:
+            for n in range(current + 1, schema.version + 1):
+                self._run_script(schema.upgrades[n])
+        else:
+            # A schema without upgrade sections must be written to be re-runnable
+            # (CREATE ... IF NOT EXISTS).
+            self._run_script(schema.base)
+        log.debug("schema %s: %d -> %d", name, current, schema.version)
+
+    def plugin_schema_version(self, plugin: str) -> int:
+        """The schema version ``plugin`` last applied, 0 if none."""
+        row = self.query_one("SELECT version FROM plugin_schemas WHERE plugin = ?", (plugin,))
+        return int(row["version"]) if row else 0
+
+    def apply_plugin_schema(self, plugin: str, sql: str, version: int) -> bool:
+        """Apply a plugin's schema file, versioned per plugin, atomically.
+
+        ``sql`` uses the :func:`parse_schema` format. Same version as recorded: no-op. No record:
+        the complete schema runs. Higher version: the ``-- upgrade to N`` sections above the
+        recorded version run; a file without such sections runs whole again (write it with
+        ``IF NOT EXISTS``). The new version is recorded in ``plugin_schemas``.
+
+        Returns:
+            whether anything ran.
+
+        Raises:
+            SchemaError: a malformed file, or the recorded version is higher than ``version``
+                (a plugin downgrade; its tables may not match its code).
+            apsw.Error: the SQL failed; nothing of it was applied.
+        """
+        schema = parse_schema(sql, version=version, name=f"plugin {plugin!r} schema")
+        with self.transaction():
+            current = self.plugin_schema_version(plugin)
+            if current == schema.version:
+                return False
+            if current > schema.version:
+                raise SchemaError(
+                    f"plugin {plugin!r}: database has its schema version {current}, "
+                    f"newer than the installed plugin's {schema.version}"
+                )
+            self._upgrade(schema, current, f"plugin {plugin!r}")
+            self.execute(
+                "INSERT INTO plugin_schemas (plugin, version, applied_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (plugin) DO UPDATE SET version = excluded.version, applied_at = excluded.applied_at",
+                (plugin, schema.version, utc_iso()),
+            )
+        log.info("plugin %s schema at version %d (was %d)", plugin, schema.version, current)
+        return True
+
+    # -- audit -------------------------------------------------------------------------------
+
+    def audit(
+        self,
+        actor: str,
+        action: str,
+        target: str = "",
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Queue an audit record; never touches the disk and never blocks.
+
+        Safe from the trio thread and from other threads. ``detail`` must be JSON-serialisable
+        (anything else is written with ``str()``); it is copied shallowly, serialised later.
+        The record is written by :meth:`run_audit_writer` or :meth:`flush_audit`.
+        """
+        self._audit_queue.append(
+            AuditRecord(time.time(), actor, action, target, outcome, dict(detail) if detail else None)
+        )
+        if not self._wake_pending and self._wake is not None:
+            self._wake_pending = True
+            if threading.get_ident() == self._trio_thread:
+                self._wake.set()
+            else:
+                self._wake_from_thread()
+
+    def _wake_from_thread(self) -> None:
+        token = self._token
+        if token is None:
+            return
+        try:
+            token.run_sync_soon(self._set_wake)
+        except trio.RunFinishedError:
+            pass
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    @property
+    def audit_pending(self) -> int:
+        """Records queued and not yet written."""
+        return len(self._audit_queue)
+
+    def _audit_connection(self) -> apsw.Connection:
+        if self._audit_conn is None:
+            self._audit_conn = self._connect()
+        return self._audit_conn
+
+    def flush_audit(self) -> int:
+        """Write every queued audit record now, in one transaction, on the calling thread.
+
+        Returns:
+            the number of records written.
+
+        Raises:
+            apsw.Error: the write failed; the records are queued again, in order.
+        """
+        with self._audit_lock:
+            queue = self._audit_queue
+            batch: list[AuditRecord] = []
+            while queue:
+                try:
+                    batch.append(queue.popleft())
+                except IndexError:  # emptied by nobody else (we hold the lock); be safe
+                    break
+            if not batch:
+                return 0
+            rows = [
+                (
+                    utc_iso(r.ts),
+                    r.actor,
+                    r.action,
+                    r.target,
+                    r.outcome,
+                    json.dumps(r.detail or {}, default=str, separators=(",", ":"), ensure_ascii=False),
+                )
+                for r in batch
+            ]
+            conn = self._audit_connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for _ in conn.executemany(_AUDIT_INSERT, rows):
+                        pass
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except BaseException:
+                queue.extendleft(reversed(batch))
+                raise
+            self.audit_batches += 1
+            return len(batch)
+
+    async def run_audit_writer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The single audit writer task: on each wake-up, write everything queued in one
+        transaction (in a worker thread). On cancellation it writes what is left, then exits.
+
+        A failed write is logged and retried after a second; records are never dropped.
+
+        Raises:
+            RuntimeError: a writer is already running for this store.
+        """
+        if self._wake is not None:
+            raise RuntimeError("an audit writer is already running for this store")
+        self._token = trio.lowlevel.current_trio_token()
+        self._trio_thread = threading.get_ident()
+        self._wake = trio.Event()
+        self._wake_pending = False
+        task_status.started()
+        try:
+            while True:
+                if not self._audit_queue:
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                self._wake_pending = False
+                try:
+                    await trio.to_thread.run_sync(self.flush_audit)
+                except apsw.Error:
+                    log.exception("audit write failed; %d records kept, retrying", len(self._audit_queue))
+                    await trio.sleep(1.0)
+        finally:
+            self._wake = None
+            self._token = None
+            self._trio_thread = None
+            self._wake_pending = False
+            try:
+                self.flush_audit()
+            except apsw.Error:
+                log.exception("final audit flush failed; %d records lost", len(self._audit_queue))

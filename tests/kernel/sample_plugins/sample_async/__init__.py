@@ -1,0 +1,1 @@
+"""Sample plugin sample_async for kernel tests."""

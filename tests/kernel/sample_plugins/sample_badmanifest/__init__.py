@@ -1,0 +1,1 @@
+"""Sample plugin sample_badmanifest for kernel tests."""

@@ -1,0 +1,1 @@
+raise AssertionError("a plugin with a bad manifest must never be imported")

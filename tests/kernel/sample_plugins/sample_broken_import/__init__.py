@@ -1,0 +1,1 @@
+"""Sample plugin sample_broken_import for kernel tests."""

@@ -1,0 +1,1 @@
+"""Sample plugin sample_failing_load for kernel tests."""

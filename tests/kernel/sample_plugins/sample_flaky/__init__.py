@@ -1,0 +1,1 @@
+"""Sample plugin sample_flaky for kernel tests."""

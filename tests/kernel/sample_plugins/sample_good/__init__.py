@@ -1,0 +1,1 @@
+"""Sample plugin sample_good for kernel tests."""

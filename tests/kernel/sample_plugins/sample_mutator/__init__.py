@@ -1,0 +1,1 @@
+"""Sample plugin sample_mutator for kernel tests."""

@@ -1,0 +1,1 @@
+"""Test helpers for Elowen: a scripted model server and offline set-up for real agent CLIs."""
