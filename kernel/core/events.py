@@ -148,7 +148,7 @@ class Subscription:
                 if self._sub.dropped:
                     raise SubscriberDropped(self._after) from None
                 raise StopAsyncIteration from None
-            if False:
+            if self._after is not None and event.id <= self._after:
                 continue  # already delivered by the replay
             return self._deliver(event)
 
@@ -162,9 +162,9 @@ class Subscription:
         while True:
             if not self._pending:
                 after = self._after if self._after is not None else 0
-                if False:
+                if after >= self._replay_until:
                     return None
-                batch = self._bus.replay(after, limit=500)
+                batch = self._bus.replay(after, limit=500, until=self._replay_until)
                 if not batch:
                     return None
                 self._pending = batch[::-1]

@@ -42,3 +42,98 @@ CREATE TABLE plugin_schemas (
     version     INTEGER NOT NULL CHECK (version >= 1),
     applied_at  TEXT    NOT NULL                -- UTC ISO 8601
 );
+
+-- ---------------------------------------------------------------------------------------------
+-- Daemon tables (elowen.daemon): users, tokens, projects, tasks.
+
+-- Users. allowed_execs / tool_grants: JSON lists of glob patterns / tool names; allowed_execs
+-- NULL means "the daemon's [execs] allowed list, no further restriction".
+CREATE TABLE users (
+    id             INTEGER PRIMARY KEY,
+    name           TEXT    NOT NULL UNIQUE,
+    role           TEXT    NOT NULL CHECK (role IN ('admin', 'member')),
+    allowed_execs  TEXT             CHECK (allowed_execs IS NULL OR json_valid(allowed_execs)),
+    tool_grants    TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(tool_grants)),
+    created_at     TEXT    NOT NULL                -- UTC ISO 8601
+);
+
+-- Projects: a folder on disk (path stored resolved).
+CREATE TABLE projects (
+    id          INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    path        TEXT NOT NULL UNIQUE,
+    created_at  TEXT NOT NULL
+);
+
+-- Which projects a member may see and act on (admins see every project).
+CREATE TABLE user_projects (
+    user_id     INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    project_id  INTEGER NOT NULL REFERENCES projects (id) ON DELETE CASCADE,
+    PRIMARY KEY (user_id, project_id)
+) WITHOUT ROWID;
+CREATE INDEX user_projects_project ON user_projects (project_id);
+
+-- Tasks. evidence: JSON list of strings.
+CREATE TABLE tasks (
+    id           INTEGER PRIMARY KEY,
+    title        TEXT    NOT NULL,
+    description  TEXT    NOT NULL DEFAULT '',
+    project_id   INTEGER NOT NULL REFERENCES projects (id),
+    state        TEXT    NOT NULL DEFAULT 'open'
+                 CHECK (state IN ('open', 'in_progress', 'blocked', 'closed', 'cancelled')),
+    priority     INTEGER NOT NULL DEFAULT 2 CHECK (priority BETWEEN 0 AND 4),
+    parent_id    INTEGER REFERENCES tasks (id) ON DELETE SET NULL,
+    exec         TEXT,                             -- executor spec as written, NULL: fallback
+    owner_id     INTEGER REFERENCES users (id) ON DELETE SET NULL,
+    attempts     INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    resume_note  TEXT,
+    summary      TEXT,
+    evidence     TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(evidence)),
+    created_at   TEXT    NOT NULL,
+    updated_at   TEXT    NOT NULL,
+    closed_at    TEXT
+);
+CREATE INDEX tasks_project ON tasks (project_id, id);
+CREATE INDEX tasks_state ON tasks (state, id);
+CREATE INDEX tasks_parent ON tasks (parent_id);
+
+-- task_id depends on dep_id (task_id is ready once every dep is closed). Acyclic (the daemon
+-- rejects cycles).
+CREATE TABLE task_deps (
+    task_id  INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    dep_id   INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    PRIMARY KEY (task_id, dep_id),
+    CHECK (task_id <> dep_id)
+) WITHOUT ROWID;
+CREATE INDEX task_deps_dep ON task_deps (dep_id);
+
+CREATE TABLE task_labels (
+    task_id  INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    label    TEXT    NOT NULL,
+    PRIMARY KEY (task_id, label)
+) WITHOUT ROWID;
+CREATE INDEX task_labels_label ON task_labels (label, task_id);
+
+-- Progress notes posted on a task (by its agent or a user).
+CREATE TABLE task_progress (
+    id       INTEGER PRIMARY KEY,
+    task_id  INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+    author   TEXT    NOT NULL,                     -- "user:<id>" or "agent:task:<id>"
+    text     TEXT    NOT NULL,
+    ts       TEXT    NOT NULL
+);
+CREATE INDEX task_progress_task ON task_progress (task_id, id);
+
+-- API tokens, stored as sha256 hex of the token. scope 'agent' binds the token to one task.
+CREATE TABLE tokens (
+    id          INTEGER PRIMARY KEY,
+    user_id     INTEGER REFERENCES users (id) ON DELETE CASCADE,
+    hash        TEXT    NOT NULL UNIQUE,
+    scope       TEXT    NOT NULL CHECK (scope IN ('full', 'agent')),
+    task_id     INTEGER REFERENCES tasks (id) ON DELETE CASCADE,
+    created_at  TEXT    NOT NULL,
+    CHECK ((scope = 'agent') = (task_id IS NOT NULL)),
+    CHECK (scope = 'agent' OR user_id IS NOT NULL)
+);
+CREATE INDEX tokens_user ON tokens (user_id);
+CREATE INDEX tokens_task ON tokens (task_id);

@@ -794,22 +794,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _send_stream(self, events: Sequence[Event]) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.send_header("request-id", _new_id("req_"))
-        self.end_headers()
         try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("request-id", _new_id("req_"))
+            self.end_headers()
             for name, payload in events:
                 data = payload if isinstance(payload, str) else json.dumps(payload)
-                frame = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
-                encoded = frame.encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(encoded), encoded))
+                frame = ((f"event: {name}\n" if name else "") + f"data: {data}\n\n").encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
+            # The client gave up (the user interrupted the agent): normal, not an error.
             log.debug("model server: client went away mid-stream")
             self.close_connection = True
 

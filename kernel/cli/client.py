@@ -1,0 +1,301 @@
+"""The CLI's HTTP client: JSON requests and the SSE event stream over stdlib ``http.client``.
+
+Why not httpx: importing it (it pulls trio/anyio here) more than doubles the CLI's start-up
+time; the CLI makes one or two requests per run, so a connection per request is fine.
+
+Wire format (the daemon's REST contract, ``docs/api.md``): JSON bodies, ``Authorization:
+Bearer <token>``, errors ``{"error": {"code": str, "message": str}}``, lists
+``{"items": [...], "next_cursor": str | None}``. Events follow the WHATWG HTML "Server-sent
+events" format (``id:``/``event:``/``data:`` lines, ``:`` comments, a blank line ends an event).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+__all__ = ["ApiError", "Client", "Event", "Unreachable", "parse_sse"]
+
+USER_AGENT = "elowen-cli"
+EVENTS_READ_TIMEOUT = 45.0  # seconds: three missed 15 s heartbeats mean the stream is dead
+
+
+class ApiError(Exception):
+    """The daemon answered with an error status.
+
+    Attributes:
+        status: the HTTP status (400, 401, 403, 404, 409, 413, 422, …).
+        code: the error code from the body (``snake_case``), or ``http_<status>``.
+        message: the human message from the body.
+    """
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Unreachable(Exception):
+    """Nothing answered at the daemon's address (refused, reset, timed out)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the Elowen daemon at {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One server-sent event: ``id`` (``None`` if the event had no ``id:`` line), ``type`` (the
+    ``event:`` field, ``"message"`` when absent) and ``data`` (the ``data:`` lines joined by
+    newlines, undecoded)."""
+
+    id: str | None
+    type: str
+    data: str
+
+    def json(self) -> Any:
+        """``data`` decoded as JSON, or the raw string if it is not JSON."""
+        try:
+            return json.loads(self.data)
+        except ValueError:
+            return self.data
+
+
+def parse_sse(lines: Iterator[bytes]) -> Iterator[Event]:
+    """Turn an SSE byte-line stream into :class:`Event` objects (WHATWG HTML, "Server-sent
+    events", event stream interpretation). Comments (``: heartbeat``) and ``retry:`` are skipped;
+    an event with no ``data:`` line is not dispatched."""
+    event_id: str | None = None
+    event_type = ""
+    data: list[str] = []
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if not line:
+            if data:
+                yield Event(event_id, event_type or "message", "\n".join(data))
+            event_type, data = "", []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            event_type = value
+        elif field == "id" and "\0" not in value:
+            event_id = value
+
+
+class Client:
+    """A small JSON client of the daemon.
+
+    Args:
+        base_url: ``http(s)://host:port`` without a trailing slash.
+        token: a callable returning the bearer token (``None``: send no ``Authorization``); it is
+            called per request so a token file written by a just-started daemon is picked up.
+        timeout: socket timeout in seconds for ordinary requests.
+    """
+
+    def __init__(self, base_url: str, token: Callable[[], str | None], *, timeout: float = 30.0) -> None:
+        parts = urlsplit(base_url)
+        self.base_url = base_url
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname or "127.0.0.1"
+        self._port = parts.port or (443 if self._https else 80)
+        self._token = token
+        self.timeout = timeout
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _connection(self, timeout: float) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        return cls(self._host, self._port, timeout=timeout)
+
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        token = self._token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        headers.update(extra or {})
+        return headers
+
+    @staticmethod
+    def url_path(path: str, query: dict[str, Any] | None = None) -> str:
+        """``path`` plus the query string of the non-empty values of ``query``."""
+        params = {k: v for k, v in (query or {}).items() if v not in (None, "", [], ())}
+        return f"{path}?{urlencode(params, doseq=True)}" if params else path
+
+    @staticmethod
+    def segment(value: str | int) -> str:
+        """``value`` quoted as one path segment (``/`` and ``..`` cannot escape it)."""
+        return quote(str(value), safe="")
+
+    @staticmethod
+    def _error(status: int, body: bytes) -> ApiError:
+        try:
+            err = json.loads(body)["error"]
+            return ApiError(status, str(err.get("code") or f"http_{status}"), str(err.get("message") or ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            text = body.decode("utf-8", "replace").strip()
+            return ApiError(status, f"http_{status}", text[:300] or http.client.responses.get(status, "error"))
+
+    # ------------------------------------------------------------------ requests
+
+    def request(self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None, auth: bool = True) -> Any:
+        """Send one request and return the decoded JSON body (``None`` for an empty body).
+
+        Raises:
+            ApiError: the status is not 2xx.
+            Unreachable: the connection failed or timed out.
+        """
+        payload = None if body is None else json.dumps(body).encode()
+        headers = self._headers() if auth else {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        conn = self._connection(self.timeout)
+        try:
+            conn.request(method, self.url_path(path, query), body=payload, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise Unreachable(self.base_url, _reason(exc)) from None
+        finally:
+            conn.close()
+        if not 200 <= resp.status < 300:
+            raise self._error(resp.status, data)
+        if not data.strip():
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise ApiError(resp.status, "bad_response", f"the daemon sent a non-JSON body for {method} {path}") from None
+
+    def get(self, path: str, **query: Any) -> Any:
+        return self.request("GET", path, query=query)
+
+    def post(self, path: str, body: Any = None) -> Any:
+        return self.request("POST", path, body={} if body is None else body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self.request("PATCH", path, body=body)
+
+    def health(self, timeout: float = 1.0) -> dict[str, Any] | None:
+        """``GET /health`` with a short timeout; ``None`` if nothing (healthy) answers."""
+        saved, self.timeout = self.timeout, timeout
+        try:
+            result = self.request("GET", "/health", auth=False)
+        except (Unreachable, ApiError):
+            return None
+        finally:
+            self.timeout = saved
+        return result if isinstance(result, dict) else None
+
+    def list_items(self, path: str, query: dict[str, Any] | None = None, *, follow: bool = True) -> tuple[list[dict[str, Any]], bool]:
+        """The ``items`` of a list endpoint, following ``next_cursor`` while ``follow`` is true
+        (otherwise only the first page). Returns ``(items, more)`` where ``more`` tells whether
+        a cursor was left unfollowed.
+
+        Raises:
+            ApiError, Unreachable: as :meth:`request`.
+        """
+        params = dict(query or {})
+        items: list[dict[str, Any]] = []
+        while True:
+            page = self.request("GET", path, query=params)
+            if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+                raise ApiError(200, "bad_response", f"GET {path} did not return a list object")
+            items.extend(page.get("items") or [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return items, False
+            if not follow:
+                return items, True
+            params["cursor"] = cursor
+
+    def list_all(self, path: str, **query: Any) -> list[dict[str, Any]]:
+        """Every item of a list endpoint (all pages)."""
+        return self.list_items(path, query)[0]
+
+    # ------------------------------------------------------------------ events
+
+    def open_events(self, query: dict[str, Any], last_event_id: str | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Open ``GET /events`` and return the connection and the streaming response.
+
+        Raises:
+            ApiError: the daemon refused the stream (401/403/422…).
+            Unreachable: the connection failed.
+        """
+        headers = self._headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+        if last_event_id:
+            headers["Last-Event-ID"] = last_event_id
+        conn = self._connection(EVENTS_READ_TIMEOUT)
+        try:
+            conn.request("GET", self.url_path("/events", query), headers=headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as exc:
+            conn.close()
+            raise Unreachable(self.base_url, _reason(exc)) from None
+        if resp.status != 200:
+            body = resp.read()
+            conn.close()
+            raise self._error(resp.status, body)
+        return conn, resp
+
+    def follow_events(
+        self,
+        query: dict[str, Any],
+        *,
+        last_event_id: str | None = None,
+        on_drop: Callable[[str, float], None] | None = None,
+        max_backoff: float = 5.0,
+    ) -> Iterator[Event]:
+        """Yield events from ``GET /events`` forever, reconnecting with ``Last-Event-ID`` (the
+        last id seen) whenever the stream drops or goes silent for :data:`EVENTS_READ_TIMEOUT`.
+
+        ``on_drop(reason, delay)`` is called before each reconnection wait. The first connection
+        must succeed (else :class:`Unreachable`); later failures are retried with a backoff from
+        0.5 s up to ``max_backoff``. API errors (a revoked token…) always raise :class:`ApiError`.
+        """
+        first = True
+        delay = 0.5
+        while True:
+            try:
+                conn, resp = self.open_events(query, last_event_id)
+            except Unreachable as exc:
+                if first:
+                    raise
+                reason = exc.reason
+            else:
+                first = False
+                delay = 0.5
+                try:
+                    for event in parse_sse(iter(resp.readline, b"")):
+                        if event.id is not None:
+                            last_event_id = event.id
+                        yield event
+                    reason = "the stream ended"
+                except (OSError, http.client.HTTPException) as exc:
+                    reason = _reason(exc)
+                finally:
+                    conn.close()
+            if on_drop is not None:
+                on_drop(reason, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, max_backoff)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "timed out"
+    return str(exc) or type(exc).__name__

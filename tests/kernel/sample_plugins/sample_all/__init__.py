@@ -1,0 +1,1 @@
+"""Sample plugin contributing one of everything."""
