@@ -103,15 +103,25 @@ class Client:
         token: a callable returning the bearer token (``None``: send no ``Authorization``); it is
             called per request so a token file written by a just-started daemon is picked up.
         timeout: socket timeout in seconds for ordinary requests.
+        autostart: called once, the first time a connection is refused; returns whether it
+            started the daemon (then the request is sent again). ``None``: never.
     """
 
-    def __init__(self, base_url: str, token: Callable[[], str | None], *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: Callable[[], str | None],
+        *,
+        timeout: float = 30.0,
+        autostart: Callable[[], bool] | None = None,
+    ) -> None:
         parts = urlsplit(base_url)
         self.base_url = base_url
         self._https = parts.scheme == "https"
         self._host = parts.hostname or "127.0.0.1"
         self._port = parts.port or (443 if self._https else 80)
         self._token = token
+        self._autostart = autostart
         self.timeout = timeout
 
     # ------------------------------------------------------------------ plumbing
@@ -120,13 +130,37 @@ class Client:
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         return cls(self._host, self._port, timeout=timeout)
 
-    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+    def _headers(self, auth: bool, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
-        token = self._token()
+        token = self._token() if auth else None
         if token:
             headers["Authorization"] = f"Bearer {token}"
         headers.update(extra or {})
         return headers
+
+    def _open(
+        self, method: str, target: str, payload: bytes | None, extra: dict[str, str], *, auth: bool, timeout: float, autostart: bool = True
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Send a request and return the connection with its response (headers read).
+
+        A refused connection triggers the autostart callback once, then one more attempt; the
+        request had not been delivered, so resending a POST is safe.
+        """
+        while True:
+            conn = self._connection(timeout)
+            try:
+                conn.request(method, target, body=payload, headers=self._headers(auth, extra))
+                return conn, conn.getresponse()
+            except ConnectionRefusedError:
+                conn.close()
+                if autostart and self._autostart is not None:
+                    starter, self._autostart = self._autostart, None
+                    if starter():
+                        continue
+                raise Unreachable(self.base_url, "connection refused") from None
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                raise Unreachable(self.base_url, _reason(exc)) from None
 
     @staticmethod
     def url_path(path: str, query: dict[str, Any] | None = None) -> str:
@@ -158,13 +192,9 @@ class Client:
             Unreachable: the connection failed or timed out.
         """
         payload = None if body is None else json.dumps(body).encode()
-        headers = self._headers() if auth else {"User-Agent": USER_AGENT, "Accept": "application/json"}
-        if payload is not None:
-            headers["Content-Type"] = "application/json"
-        conn = self._connection(self.timeout)
+        extra = {"Content-Type": "application/json"} if payload is not None else {}
+        conn, resp = self._open(method, self.url_path(path, query), payload, extra, auth=auth, timeout=self.timeout, autostart=auth)
         try:
-            conn.request(method, self.url_path(path, query), body=payload, headers=headers)
-            resp = conn.getresponse()
             data = resp.read()
         except (OSError, http.client.HTTPException) as exc:
             raise Unreachable(self.base_url, _reason(exc)) from None
@@ -227,23 +257,20 @@ class Client:
 
     # ------------------------------------------------------------------ events
 
-    def open_events(self, query: dict[str, Any], last_event_id: str | None) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        """Open ``GET /events`` and return the connection and the streaming response.
+    def open_events(
+        self, query: dict[str, Any], last_event_id: str | None, *, autostart: bool = True
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Open ``GET /events`` and return the connection and the streaming response
+        (``autostart``: whether a refused connection may start the daemon).
 
         Raises:
             ApiError: the daemon refused the stream (401/403/422…).
             Unreachable: the connection failed.
         """
-        headers = self._headers({"Accept": "text/event-stream", "Cache-Control": "no-cache"})
+        extra = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
         if last_event_id:
-            headers["Last-Event-ID"] = last_event_id
-        conn = self._connection(EVENTS_READ_TIMEOUT)
-        try:
-            conn.request("GET", self.url_path("/events", query), headers=headers)
-            resp = conn.getresponse()
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise Unreachable(self.base_url, _reason(exc)) from None
+            extra["Last-Event-ID"] = last_event_id
+        conn, resp = self._open("GET", self.url_path("/events", query), None, extra, auth=True, timeout=EVENTS_READ_TIMEOUT, autostart=autostart)
         if resp.status != 200:
             body = resp.read()
             conn.close()
@@ -269,7 +296,7 @@ class Client:
         delay = 0.5
         while True:
             try:
-                conn, resp = self.open_events(query, last_event_id)
+                conn, resp = self.open_events(query, last_event_id, autostart=first)
             except Unreachable as exc:
                 if first:
                     raise

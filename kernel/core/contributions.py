@@ -33,7 +33,7 @@ class Owned:
 def contribution_name(kind: str, obj: Any) -> str:
     """The unique name of a contribution (routes are named ``METHOD path``)."""
     if kind == "route":
-        return f"{obj.method} {obj.path}"
+        return f"{getattr(obj, 'method', 'WS')} {obj.path}"
     return str(obj.name)
 
 

@@ -402,11 +402,8 @@ class Store:
         with self._audit_lock:
             queue = self._audit_queue
             batch: list[AuditRecord] = []
-            while queue:
-                try:
-                    batch.append(queue.popleft())
-                except IndexError:  # emptied by nobody else (we hold the lock); be safe
-                    break
+            while queue:  # audit() only appends; only this method pops, under the lock
+                batch.append(queue.popleft())
             if not batch:
                 return 0
             rows = [

@@ -99,16 +99,101 @@ class Loop:
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
-    """An HTTP route mounted on the daemon under ``/plugins/<plugin>/…``.
+class Principal:
+    """Who is calling a plugin route (resolved by the daemon from the bearer token).
 
-    ``handler(request_json: dict | None, **path_params)`` returns a JSON-serialisable value.
+    Attributes:
+        user_id: the user's id.
+        name: the user's name.
+        role: ``"admin"`` or ``"member"``.
+        scope: ``"full"``, or ``"agent"`` for a token bound to one task.
+        task_id: the task an agent token is bound to (``None`` for full tokens).
+        project_ids: projects a member may see and act on; ``None`` means all (admins).
+    """
+
+    user_id: int
+    name: str
+    role: str
+    scope: str = "full"
+    task_id: int | None = None
+    project_ids: frozenset[int] | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == "admin" and self.scope == "full"
+
+    def can_see_project(self, project_id: int | None) -> bool:
+        """Whether this principal may see things of ``project_id`` (``None``: global)."""
+        if self.scope == "agent":
+            return False
+        return self.project_ids is None or project_id is None or project_id in self.project_ids
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """An HTTP request to a plugin :class:`Route`.
+
+    ``params`` are the path parameters (``/sessions/{name}`` → ``{"name": ...}``, strings),
+    ``query`` the query string (last value per key), ``json`` the parsed body or ``None``.
+    """
+
+    method: str
+    path: str
+    params: Mapping[str, str]
+    query: Mapping[str, str]
+    json: Any
+    principal: Principal
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A plugin route's reply when the default (``200`` with the returned value as JSON) does
+    not fit."""
+
+    body: Any = None
+    status: int = 200
+
+
+class HTTPError(Exception):
+    """Raise from a route handler to answer ``{"error": {"code", "message"}}`` with ``status``
+    (400, 401, 403, 404, 409, 422)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """An HTTP route served by the daemon while the plugin is enabled.
+
+    ``path`` may hold ``{name}`` parameters. Builtin plugins mount at ``path`` itself;
+    third-party plugins under ``/plugins/<plugin name><path>``. Every request is authenticated
+    by the daemon first; ``handler(request: Request)`` (sync or async) returns a
+    JSON-serialisable value, a :class:`Response`, or raises :class:`HTTPError`. The handler must
+    check ``request.principal`` for what it allows.
     """
 
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     path: str
     handler: Handler
     summary: str = ""
+    anonymous: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WebSocketRoute:
+    """A WebSocket endpoint served by the daemon while the plugin is enabled (mounted like a
+    :class:`Route`). ``handler(ws)`` is async; ``ws`` offers ``principal``, ``params``,
+    ``query``, ``await send(str | bytes)``, ``await receive() -> str | bytes`` and
+    ``await close(code)``. Registered through ``register_routes`` like routes."""
+
+    path: str
+    handler: Handler
+    summary: str = ""
+    anonymous: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,12 +84,12 @@ async def test_live_fan_out_with_server_side_filters(bus: EventBus) -> None:
 
 
 async def test_replay_then_live_without_gap_or_duplicate(bus: EventBus) -> None:
-    """Resume from an old id while a publisher keeps going; every id arrives exactly once."""
-    bus.retention = 10_000
+    """Resume from an old id while a publisher keeps going (before, during and after the
+    subscription starts); every id arrives exactly once, in order."""
     for i in range(1_200):  # more than one replay page
         bus.publish("tick", {"i": i})
     received: list[int] = []
-    total = 2_000
+    total = 3_000
 
     async def publisher() -> None:
         for i in range(1_200, total):
@@ -97,22 +97,25 @@ async def test_replay_then_live_without_gap_or_duplicate(bus: EventBus) -> None:
             if i % 7 == 0:
                 await trio.sleep(0)
 
-    async with bus.subscribe(last_event_id=100, buffer=total) as events:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(publisher)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(publisher)
+        with trio.fail_after(5):
+            while bus.last_id() < 1_500:
+                await trio.sleep(0)
+        async with bus.subscribe(last_event_id=100, buffer=total) as events:
             async for ev in events:
                 received.append(ev.id)
                 if ev.id == total:
                     break
-        end = bus.publish("end", {}).id  # anything still queued would show up before it
-        with trio.fail_after(5):
-            async for ev in events:
-                received.append(ev.id)
-                if ev.id == end:
-                    break
-        with trio.move_on_after(0.05):  # and nothing after it: no late duplicates
-            async for ev in events:
-                received.append(ev.id)
+            end = bus.publish("end", {}).id  # anything still queued would show up before it
+            with trio.fail_after(5):
+                async for ev in events:
+                    received.append(ev.id)
+                    if ev.id == end:
+                        break
+            with trio.move_on_after(0.05):  # and nothing after it: no late duplicates
+                async for ev in events:
+                    received.append(ev.id)
     assert received == list(range(101, total + 2))
 
 

@@ -40,9 +40,9 @@ def test_every_hookspec_is_implemented_by_a_test_plugin():
 def test_sdk_public_names_are_pinned():
     assert set(elowen_sdk.__all__) == {
         "API_VERSION", "CapabilityError", "Command", "ConfigError", "ConfigField", "ElowenError", "Event",
-        "Executor", "HOOK_KINDS", "Loop", "MANIFEST_NAME", "MUTATING_TARGETS", "Manifest", "ManifestError",
-        "Patch", "PathGuard", "PathGuardError", "Platform", "PluginContext", "PromptFragment", "Route",
-        "Service", "Skill", "Tool", "ToolCall", "TurnContext", "apply_patch", "hookimpl", "hookspec",
+        "Executor", "HOOK_KINDS", "HTTPError", "Loop", "MANIFEST_NAME", "MUTATING_TARGETS", "Manifest", "ManifestError",
+        "Patch", "PathGuard", "PathGuardError", "Platform", "PluginContext", "Principal", "PromptFragment", "Request", "Response", "Route",
+        "Service", "Skill", "Tool", "ToolCall", "TurnContext", "WebSocketRoute", "apply_patch", "hookimpl", "hookspec",
         "load_manifest", "parse_capability", "parse_manifest",
     }
     for name in elowen_sdk.__all__:

@@ -1,0 +1,352 @@
+"""Start, stop and inspect Elowen's background processes (the daemon now; the web front end
+later: add a :class:`Service` to :data:`SERVICES`).
+
+Files, per service, in ``$ELOWEN_HOME``:
+
+* ``<name>.pid`` — written by the service itself: JSON ``{"pid": N, "port": P}``;
+* ``logs/<name>.log`` — the detached process's stdout and stderr (appended).
+
+Processes are started with ``sys.executable -m <module>`` so they run in Elowen's own
+environment, detached into their own session (closing the terminal does not stop them), with
+the same environment as the CLI plus ``ELOWEN_HOME``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .client import Client
+from .config import Config
+
+__all__ = [
+    "DAEMON",
+    "SERVICES",
+    "ControlError",
+    "Service",
+    "Status",
+    "is_alive",
+    "read_pid_file",
+    "run_foreground",
+    "start",
+    "status",
+    "stop",
+    "tail",
+]
+
+START_TIMEOUT = 20.0  # seconds; a cold start takes about 1 s, a busy 2-core machine more
+STOP_TIMEOUT = 15.0  # seconds; the daemon finishes in-flight requests and flushes the store
+POLL = 0.05
+
+
+class ControlError(Exception):
+    """A start or stop did not succeed; the message says why and what to look at."""
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """One background process Elowen runs.
+
+    Attributes:
+        name: short name, used for messages and file names (``daemon``).
+        module: what ``python -m`` runs (``elowen.daemon``).
+        url: the service's base URL for a given config (it answers ``GET /health``).
+    """
+
+    name: str
+    module: str
+    url: Callable[[Config], str]
+
+    def pid_file(self, cfg: Config) -> Path:
+        return cfg.home / f"{self.name}.pid"
+
+    def log_file(self, cfg: Config) -> Path:
+        return cfg.home / "logs" / f"{self.name}.log"
+
+    def health(self, cfg: Config, timeout: float = 1.0) -> dict[str, Any] | None:
+        """The service's ``/health`` body, or ``None`` if it does not answer."""
+        return Client(self.url(cfg), lambda: None).health(timeout)
+
+
+DAEMON = Service("daemon", "elowen.daemon", lambda cfg: cfg.url)
+SERVICES: tuple[Service, ...] = (DAEMON,)
+"""What ``elowen up`` starts (in order) and ``elowen down`` stops (in reverse order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What is known about a service: ``running`` (its ``/health`` answers), ``pid`` (from
+    ``/health`` or the pid file), ``version``, ``url``, ``log`` (path)."""
+
+    name: str
+    running: bool
+    pid: int | None
+    version: str | None
+    url: str
+    log: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "running": self.running, "pid": self.pid, "version": self.version, "url": self.url, "log": self.log}
+
+
+# ---------------------------------------------------------------------- processes
+
+
+def read_pid_file(path: Path) -> dict[str, Any] | None:
+    """The pid file's JSON object (``{"pid": int, "port": int}``), or ``None`` if it is missing
+    or not of that shape."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("pid"), int) or data["pid"] <= 0:
+        return None
+    return data
+
+
+def is_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (an exited process nobody reaped, as
+    happens to detached processes in containers whose init does not reap)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _runs_module(pid: int, module: str) -> bool:
+    """Whether ``pid``'s command line runs ``module`` (true when it cannot be checked), so a
+    stale pid file reused by another process is never signalled."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return True
+    return module.encode() in argv
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def status(service: Service, cfg: Config) -> Status:
+    """Ask the service's ``/health``; fall back to its pid file for the pid."""
+    health = service.health(cfg)
+    pid = health.get("pid") if health else None
+    if pid is None:
+        info = read_pid_file(service.pid_file(cfg))
+        pid = info["pid"] if info and is_alive(info["pid"]) else None
+    return Status(
+        name=service.name,
+        running=health is not None,
+        pid=pid if isinstance(pid, int) else None,
+        version=str(health.get("version")) if health and health.get("version") else None,
+        url=service.url(cfg),
+        log=str(service.log_file(cfg)),
+    )
+
+
+def start(service: Service, cfg: Config, *, timeout: float = START_TIMEOUT, progress: Callable[[str], None] | None = None) -> Status:
+    """Start ``service`` detached unless it already answers; wait until ``/health`` answers.
+
+    Returns its status. ``progress`` receives one line before waiting and one when ready.
+
+    Raises:
+        ControlError: the process exited early or did not answer within ``timeout`` seconds
+            (the message carries the end of its log).
+    """
+    current = status(service, cfg)
+    if current.running:
+        return current
+    log_path = service.log_file(cfg)
+    log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if progress:
+        progress(f"elowen: starting the {service.name} at {service.url(cfg)} (log: {log_path}) …")
+    began = time.monotonic()
+    env = dict(os.environ, ELOWEN_HOME=str(cfg.home))
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", service.module],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(cfg.home) if cfg.home.is_dir() else None,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    deadline = began + timeout
+    while time.monotonic() < deadline:
+        health = service.health(cfg, timeout=0.5)
+        if health is not None:
+            if progress:
+                progress(f"elowen: {service.name} ready (pid {health.get('pid', proc.pid)}, {time.monotonic() - began:.1f} s)")
+            proc.returncode = 0  # detached on purpose: it outlives this process
+            return status(service, cfg)
+        code = proc.poll()
+        if code is not None:
+            raise ControlError(f"the {service.name} exited with status {code} while starting; end of {log_path}:\n{_log_tail(log_path)}")
+        time.sleep(POLL)
+    raise ControlError(
+        f"the {service.name} (pid {proc.pid}) did not answer {service.url(cfg)}/health within {timeout:.0f} s; "
+        f"end of {log_path}:\n{_log_tail(log_path)}"
+    )
+
+
+def stop(service: Service, cfg: Config, *, timeout: float = STOP_TIMEOUT, force: bool = False) -> int | None:
+    """Send SIGTERM to the pid in the service's pid file and wait until it has exited.
+
+    Returns the pid stopped, or ``None`` if it was not running. With ``force``, a process still
+    alive after ``timeout`` seconds gets SIGKILL.
+
+    Raises:
+        ControlError: it is still running after ``timeout`` (without ``force``), it answers
+            ``/health`` but has no pid file, or the pid file names another program.
+    """
+    pid_path = service.pid_file(cfg)
+    info = read_pid_file(pid_path)
+    if info is None or not is_alive(info["pid"]):
+        if service.health(cfg) is not None:
+            raise ControlError(f"a {service.name} answers at {service.url(cfg)} but {pid_path} names no live process; stop it by hand")
+        return None
+    pid = info["pid"]
+    if not _runs_module(pid, service.module):
+        raise ControlError(f"{pid_path} names pid {pid}, which is not an Elowen {service.name}; remove the stale file")
+    os.kill(pid, signal.SIGTERM)
+    if _wait_exit(pid, timeout):
+        return pid
+    if force:
+        os.kill(pid, signal.SIGKILL)
+        if _wait_exit(pid, 5.0):
+            return pid
+    raise ControlError(
+        f"the {service.name} (pid {pid}) did not stop within {timeout:.0f} s of SIGTERM; "
+        f"see {service.log_file(cfg)}, or force it with `elowen daemon stop --force`"
+    )
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not is_alive(pid):
+            return True
+        time.sleep(POLL)
+    return not is_alive(pid)
+
+
+def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
+    """Run ``services`` attached to this terminal (output on it) until one exits or the user
+    presses Ctrl-C; returns the exit status of the first that exited.
+
+    Ctrl-C reaches the children too (same process group); they get ``STOP_TIMEOUT`` seconds to
+    finish, then SIGTERM, then SIGKILL.
+
+    Raises:
+        ControlError: one of them is already running.
+    """
+    for service in services:
+        current = status(service, cfg)
+        if current.running:
+            raise ControlError(f"the {service.name} is already running (pid {current.pid}) at {current.url}; `elowen down` first")
+    env = dict(os.environ, ELOWEN_HOME=str(cfg.home))
+    procs = [subprocess.Popen([sys.executable, "-m", s.module], env=env) for s in services]
+    code = 0
+    try:
+        while True:
+            done = [p for p in procs if p.poll() is not None]
+            if done:
+                code = done[0].returncode
+                break
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        _terminate(procs)
+    return code
+
+
+def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p in procs if p.poll() is None]
+        if not alive:
+            return
+        for p in alive:
+            if sig is not None:
+                p.send_signal(sig)
+        deadline = time.monotonic() + STOP_TIMEOUT / 3
+        while time.monotonic() < deadline and any(p.poll() is None for p in alive):
+            try:
+                time.sleep(POLL)
+            except KeyboardInterrupt:
+                break
+
+
+def tail(path: Path, lines: int, *, follow: bool, write: Callable[[str], None]) -> None:
+    """Write the last ``lines`` lines of ``path``; with ``follow``, keep writing what is
+    appended (polling every 0.2 s, reopening the file if it is replaced) until Ctrl-C.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist and ``follow`` is false.
+    """
+    if not follow and not path.exists():
+        raise FileNotFoundError(str(path))
+    pos, ino = 0, None
+    if path.exists():
+        with open(path, "rb") as f:
+            for line in _last_lines(f, lines) if lines > 0 else []:
+                write(line.decode("utf-8", "replace").rstrip("\r\n"))
+            pos, ino = f.seek(0, os.SEEK_END), os.fstat(f.fileno()).st_ino
+    if not follow:
+        return
+    partial = b""
+    try:
+        while True:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                st = None
+            if st is not None and (st.st_ino != ino or st.st_size < pos):
+                ino, pos, partial = st.st_ino, 0, b""
+            if st is not None and st.st_size > pos:
+                with open(path, "rb") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                pos += len(chunk)
+                *complete, partial = (partial + chunk).split(b"\n")
+                for line in complete:
+                    write(line.decode("utf-8", "replace").rstrip("\r"))
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        return
+
+
+def _last_lines(f: Any, n: int, block: int = 8192) -> list[bytes]:
+    f.seek(0, os.SEEK_END)
+    size = f.tell()
+    data = b""
+    while size > 0 and data.count(b"\n") <= n:
+        step = min(block, size)
+        size -= step
+        f.seek(size)
+        data = f.read(step) + data
+    return data.splitlines(keepends=True)[-n:]
