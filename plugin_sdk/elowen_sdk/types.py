@@ -148,10 +148,17 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Response:
     """A plugin route's reply when the default (``200`` with the returned value as JSON) does
-    not fit."""
+    not fit.
+
+    With ``stream`` set (an async iterator of ``str`` or ``bytes`` chunks), the body is streamed
+    as it is produced with ``content_type`` (e.g. ``text/event-stream`` or
+    ``application/x-ndjson``) and no response timeout; ``body`` is then ignored.
+    """
 
     body: Any = None
     status: int = 200
+    stream: Any = None
+    content_type: str = "application/json"
 
 
 class HTTPError(Exception):
