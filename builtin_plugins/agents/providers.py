@@ -19,8 +19,9 @@ import os
 import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from .screen import Classification, classify
@@ -63,6 +64,8 @@ class ProviderSettings:
         skip_permissions: run without permission prompts (per CLI; a no-op for Kilo).
         resume_sessions: resume the previous conversation when an agent is relaunched.
         default_model: used when a task names no model (``""``: the CLI's own default).
+        env: extra environment variables for every spawn (``[config.env]``; e.g. a ``HOME``
+            pointing at a prepared offline home), merged over the provider's own.
     """
 
     binary: str
@@ -70,6 +73,7 @@ class ProviderSettings:
     skip_permissions: bool = False
     resume_sessions: bool = True
     default_model: str = ""
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None, *, default_binary: str) -> ProviderSettings:
@@ -82,12 +86,16 @@ class ProviderSettings:
         extra = cfg.get("extra_args") or []
         if not isinstance(extra, Sequence) or isinstance(extra, str) or not all(isinstance(a, str) for a in extra):
             raise ProviderError("extra_args must be a list of strings")
+        env = cfg.get("env") or {}
+        if not isinstance(env, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ProviderError("env must be a table of string values")
         return cls(
             binary=str(cfg.get("binary") or default_binary),
             extra_args=tuple(extra),
             skip_permissions=bool(cfg.get("skip_permissions", False)),
             resume_sessions=bool(cfg.get("resume_sessions", True)),
             default_model=str(cfg.get("default_model") or ""),
+            env=MappingProxyType(dict(env)),
         )
 
 
@@ -287,8 +295,9 @@ class Provider:
     def env_for(self, *, skip_permissions: bool | None = None) -> dict[str, str]:
         """Environment variables the CLI needs (pass them with tmux ``-e``, never typed).
         Providers that grant permissions through the environment honour
-        ``skip_permissions`` (default: the setting) here."""
-        return dict(self.base_env)
+        ``skip_permissions`` (default: the setting) here. The configured ``env`` is merged
+        over the provider's base variables."""
+        return {**self.base_env, **self.settings.env}
 
     # ---- trust
 
@@ -360,7 +369,7 @@ class OpenCodeFamilyProvider(Provider):
         return argv
 
     def env_for(self, *, skip_permissions: bool | None = None) -> dict[str, str]:
-        env = dict(self.base_env)
+        env = {**self.base_env, **self.settings.env}
         skip = self.settings.skip_permissions if skip_permissions is None else skip_permissions
         if skip and self.permission_env:
             env[self.permission_env] = json.dumps({"*": "allow"})

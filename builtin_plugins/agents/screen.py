@@ -230,6 +230,7 @@ class _SignalRule:
     tail: tuple[re.Pattern[str], ...]
     bottom: tuple[re.Pattern[str], ...]
     none: tuple[re.Pattern[str], ...]
+    blank_frame_tail: tuple[re.Pattern[str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -520,6 +521,7 @@ def _signal_matches(rule: _SignalRule, fr: _Frame) -> bool:
         or any(p.search(fr.frame_text) for p in rule.frame)
         or any(p.search(fr.tail_text) for p in rule.tail)
         or any(p.search(fr.bottom_text) for p in rule.bottom)
+        or (bool(rule.blank_frame_tail) and not fr.frame_text.strip() and any(p.search(fr.tail_text) for p in rule.blank_frame_tail))
     )
     if hit and rule.none:
         return not any(p.search(fr.frame_text) or p.search(fr.footer_text) for p in rule.none)
@@ -702,6 +704,7 @@ def _compile(raw: Mapping[str, Any], *, version: str | None, source: str) -> Pat
                 tail=rxs(spec.get("tail"), f"{where}.tail", ml),
                 bottom=rxs(spec.get("bottom"), f"{where}.bottom", ml),
                 none=rxs(spec.get("none"), f"{where}.none", ml),
+                blank_frame_tail=rxs(spec.get("blank_frame_tail"), f"{where}.blank_frame_tail", ml),
             )
             continue
         extractors = []

@@ -4,11 +4,13 @@ protocol classes."""
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing
 from typing import Any, Protocol
 
 import httpx
+import trio
 
 from .config import ProviderConfig
 from .errors import BadResponse, ProviderTimeout
@@ -16,6 +18,8 @@ from .transport import RetryPolicy, iter_sse, open_response
 from .types import ChatRequest, ChatResult, Delta
 
 __all__ = ["HTTPProvider", "Provider", "parse_arguments"]
+
+DRAIN_TIMEOUT = 1.0  # seconds allowed for the bytes after a stream's end marker
 
 
 class Provider(Protocol):
@@ -50,7 +54,7 @@ def parse_arguments(raw: Any, *, provider: str, tool: str) -> dict[str, Any]:
     return value
 
 
-class HTTPProvider:
+class HTTPProvider(ABC):
     """A provider behind an HTTP API: one ``httpx.AsyncClient`` (connection pool) per
     provider, timeouts from ``config.timeout``, retries per :class:`RetryPolicy`.
 
@@ -69,20 +73,25 @@ class HTTPProvider:
 
     # -- protocol hooks ----------------------------------------------------------------------
 
+    @abstractmethod
     def url(self) -> str:
-        raise AttributeError("HTTPProvider.url must be defined by the protocol class")
+        """The endpoint to POST to."""
 
+    @abstractmethod
     def auth_headers(self, key: str | None) -> dict[str, str]:
-        return {}
+        """Headers sent with every request (credentials, protocol version)."""
 
+    @abstractmethod
     def payload(self, request: ChatRequest, model: str, *, stream: bool) -> dict[str, Any]:
-        raise AttributeError("HTTPProvider.payload must be defined by the protocol class")
+        """The JSON request body."""
 
+    @abstractmethod
     def parse(self, data: Any, request: ChatRequest) -> ChatResult:
-        raise AttributeError("HTTPProvider.parse must be defined by the protocol class")
+        """A non-streaming JSON answer as a result."""
 
+    @abstractmethod
     def parse_stream(self, events: AsyncIterator[tuple[str, str]], request: ChatRequest) -> AsyncIterator[Delta | ChatResult]:
-        raise AttributeError("HTTPProvider.parse_stream must be defined by the protocol class")
+        """SSE ``(event, data)`` pairs as deltas, then one result."""
 
     # -- calls -------------------------------------------------------------------------------
 
@@ -113,10 +122,16 @@ class HTTPProvider:
     async def stream(self, request: ChatRequest, model: str) -> AsyncIterator[Delta | ChatResult]:
         """A streaming call: :class:`Delta` items, then one :class:`ChatResult`."""
         response = await self._open(request, model, stream=True)
+        events = iter_sse(response)
         try:
-            async with aclosing(self.parse_stream(iter_sse(response), request)) as items:
+            async with aclosing(self.parse_stream(events, request)) as items:
                 async for item in items:
                     yield item
+            # The parser stops at the protocol's end marker; read the stream's closing bytes
+            # so the connection goes back to the pool instead of being reset.
+            with trio.move_on_after(DRAIN_TIMEOUT):
+                async for _ in events:
+                    pass
         except httpx.TimeoutException as exc:
             raise ProviderTimeout(f"{self.config.name}: the stream stalled past the timeout") from exc
         except httpx.TransportError as exc:
@@ -124,6 +139,7 @@ class HTTPProvider:
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise BadResponse(f"{self.config.name}: unexpected stream event ({exc!r})") from None
         finally:
+            await events.aclose()
             await response.aclose()
 
     async def aclose(self) -> None:

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from .shellparse import (
-    Arith,
     Command,
     Compound,
     FuncDef,
@@ -160,6 +159,14 @@ class Rules:
     sql_patterns: tuple[re.Pattern[str], ...]
     sql_clients: dict[str, dict[str, Any]]
     rules: tuple[_CommandRule, ...]
+    rule_index: dict[str, tuple[_CommandRule, ...]] = field(default_factory=dict)
+    pattern_rules: tuple[_CommandRule, ...] = ()
+
+    def rules_for(self, *names: str) -> list[_CommandRule]:
+        """Command rules whose ``program`` matches one of ``names``, in file order."""
+        found = {id(r): r for name in names for r in self.rule_index.get(name, ())}
+        found.update((id(r), r) for r in self.pattern_rules if any(_name_in(n, r.program) for n in names))
+        return sorted(found.values(), key=self.rules.index)
 
     def wrapper_for(self, program: str) -> _Wrapper | None:
         for wrapper in self.wrappers:
@@ -259,6 +266,11 @@ def _load_rules(path: str) -> Rules:
         )
         for raw in data.get("rules", [])
     )
+    index: dict[str, list[_CommandRule]] = {}
+    for rule in rules:
+        for name in rule.program:
+            if "*" not in name and "?" not in name:
+                index.setdefault(name, []).append(rule)
     sql = data["sql"]
     paths = data["paths"]
     return Rules(
@@ -278,6 +290,8 @@ def _load_rules(path: str) -> Rules:
         sql_patterns=tuple(re.compile(p, re.IGNORECASE) for p in sql["patterns"]),
         sql_clients={name: client for name, client in sql["clients"].items()},
         rules=rules,
+        rule_index={name: tuple(found) for name, found in index.items()},
+        pattern_rules=tuple(r for r in rules if any("*" in n or "?" in n for n in r.program)),
     )
 
 
@@ -627,8 +641,9 @@ class _Analyzer:
         if role == "write" and any(fnmatch.fnmatchcase(target.path, d) for d in self.rules.writable_devices):
             if target.pattern is None:
                 return
+        contains_checkout = checkout is not None and _inside(checkout, target.path)
         for scratch in self.rules.scratch_dirs:
-            if _below(target.path, scratch):
+            if _below(target.path, scratch) and not (role != "write" and contains_checkout):
                 return
         if message is None:
             self.check("redirect", **fields)
@@ -694,6 +709,8 @@ class _Analyzer:
             elif op == "<":
                 subs = redirect.target.subs()
                 stdin = ("script", subs[0].script) if subs and subs[0].process else None
+            elif len(redirect.target.parts) == 1 and isinstance(redirect.target.parts[0], Sub):
+                continue  # `> >(tee log)`: a process, analysed above, not a file
             elif op in (">", ">>", ">|", "&>", "&>>", "<>") or (
                 op == ">&" and not re.fullmatch(r"\d+-?|-", redirect.target.literal() or "")
             ):
@@ -1124,9 +1141,7 @@ class _Analyzer:
         program = inv.program or ""
         spec = self.rules.program(program)
         parsed: _Args | None = None
-        for rule in self.rules.rules:
-            if not _name_in(program, rule.program) and not _name_in(inv.words[0].literal() or "", rule.program):
-                continue
+        for rule in self.rules.rules_for(program, inv.words[0].literal() or ""):
             if parsed is None:
                 parsed = _parse_args(inv.words[1:], spec.options_with_value, clusters=spec.clusters)
             if self.rule_matches(rule, parsed, inv, spec, ctx):
@@ -1375,6 +1390,7 @@ def check_command(
     try:
         script = parse(command)
     except ParseError as exc:
+        log.debug("unparseable command %r: %s", command[:200], exc)
         analyzer.check("unparseable", detail=str(exc))
         return Verdict(True, analyzer.reasons)
     try:

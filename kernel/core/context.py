@@ -79,6 +79,12 @@ class Context:
     # -------------------------------------------------------------- kernel services
 
     @property
+    def settings(self) -> Mapping[str, Any]:
+        """The kernel's settings (``config.toml``) as last loaded; read-only by contract (change
+        settings through the API or the CLI, so every change is validated and reconciled)."""
+        return MappingProxyType(self._kernel.settings.data)
+
+    @property
     def store(self) -> Any:
         self.require("store", "use the store")
         return self._kernel.store

@@ -152,6 +152,23 @@ class Subscription:
                 continue  # already delivered by the replay
             return self._deliver(event)
 
+    def ready_nowait(self, limit: int = 1_000) -> list[Event]:
+        """Live events already queued for this subscriber, at most ``limit``, without waiting
+        (lets an SSE stream send what piled up in one chunk). Empty while a replay is still in
+        progress; a drop or the end of the bus is reported by the next ``__anext__``."""
+        if self._replay_until is not None:
+            return []
+        out: list[Event] = []
+        while len(out) < limit:
+            try:
+                event = self._receive.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                break
+            if self._after is not None and event.id <= self._after:
+                continue  # already delivered by the replay
+            out.append(self._deliver(event))
+        return out
+
     def _deliver(self, event: Event) -> Event:
         self._after = event.id
         return event

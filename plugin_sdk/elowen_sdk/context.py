@@ -74,6 +74,11 @@ class PluginContext(Protocol):
         ...
 
     @property
+    def settings(self) -> Mapping[str, Any]:
+        """The kernel's settings (``config.toml``) as last loaded, read-only."""
+        ...
+
+    @property
     def store(self) -> Any:
         """The kernel store (needs ``store``)."""
         ...

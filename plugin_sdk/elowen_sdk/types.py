@@ -103,15 +103,15 @@ class Principal:
     """Who is calling a plugin route (resolved by the daemon from the bearer token).
 
     Attributes:
-        user_id: the user's id.
-        name: the user's name.
+        user_id: the user's id (``None`` for an agent token of a task without an owner).
+        name: the user's name (``agent:task:<id>`` for agent tokens).
         role: ``"admin"`` or ``"member"``.
         scope: ``"full"``, or ``"agent"`` for a token bound to one task.
         task_id: the task an agent token is bound to (``None`` for full tokens).
         project_ids: projects a member may see and act on; ``None`` means all (admins).
     """
 
-    user_id: int
+    user_id: int | None
     name: str
     role: str
     scope: str = "full"

@@ -329,7 +329,7 @@ def test_plugin_manifest_and_registration(folder: str, plugin_name: str, executo
     manifest = load_manifest(PLUGINS / folder / "elowen-plugin.toml")
     assert manifest.name == plugin_name and manifest.entry == f"elowen_builtins.{folder}.plugin"
     assert list(manifest.contributes["executors"]) == [executor]
-    assert set(manifest.config) == {"binary", "extra_args", "skip_permissions", "resume_sessions", "default_model"}
+    assert set(manifest.config) == {"binary", "extra_args", "skip_permissions", "resume_sessions", "default_model", "env"}
     config = manifest.validate_config({"binary": f"/opt/{executor}", "extra_args": ["--x"], "default_model": "m/1"})
     # ctx is a plain record here: the kernel's PluginContext is tested in tests/kernel
     ctx = SimpleNamespace(config=config, name=plugin_name)

@@ -71,13 +71,40 @@ class TmuxPane:
         ``remain-on-exit on`` keeps an exited CLI's last screen readable.
         """
         subprocess.run(
-            ["tmux", "-L", self.socket, "-f", "/dev/null", "start-server", ";",
-             "set-option", "-g", "focus-events", "on", ";",
-             "set-option", "-g", "remain-on-exit", "on", ";",
-             "new-session", "-d", "-s", self.session, "-x", str(width), "-y", str(height),
-             "-c", str(launch.repo), *launch.argv],
-            env=launch.env, check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                "tmux",
+                "-L",
+                self.socket,
+                "-f",
+                "/dev/null",
+                "start-server",
+                ";",
+                "set-option",
+                "-g",
+                "focus-events",
+                "on",
+                ";",
+                "set-option",
+                "-g",
+                "remain-on-exit",
+                "on",
+                ";",
+                "new-session",
+                "-d",
+                "-s",
+                self.session,
+                "-x",
+                str(width),
+                "-y",
+                str(height),
+                "-c",
+                str(launch.repo),
+                *launch.argv,
+            ],
+            env=launch.env,
+            check=True,
+            capture_output=True,
+        )
 
     def capture(self, ansi: bool = False) -> str:
         return self.tmux("capture-pane", "-p", *(["-e"] if ansi else []), "-t", self.target)

@@ -52,15 +52,24 @@ CLAUDE_TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}, {"name": "
 
 
 def anthropic_body(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"model": "claude-x", "max_tokens": 100, "stream": True, "tools": CLAUDE_TOOLS,
-            "messages": messages, **extra}  # fmt: skip
+    return {
+        "model": "claude-x",
+        "max_tokens": 100,
+        "stream": True,
+        "tools": CLAUDE_TOOLS,
+        "messages": messages,
+        **extra,
+    }
 
 
 def test_anthropic_stream_tool_use_then_final_text(server: ModelServer) -> None:
-    prompt = {"role": "user", "content": [
-        {"type": "text", "text": "<system-reminder>\nctx\n</system-reminder>"},
-        {"type": "text", "text": "Do it. RUN: touch a.txt"},
-    ]}  # fmt: skip
+    prompt = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "<system-reminder>\nctx\n</system-reminder>"},
+            {"type": "text", "text": "Do it. RUN: touch a.txt"},
+        ],
+    }
     system_after = {"role": "system", "content": "injected after the prompt"}
     response = post(server, "/v1/messages?beta=true", anthropic_body([prompt, system_after]))
     assert response.status_code == 200
@@ -72,9 +81,13 @@ def test_anthropic_stream_tool_use_then_final_text(server: ModelServer) -> None:
     starts = [d["content_block"] for n, d in events if n == "content_block_start"]
     assert [b["type"] for b in starts] == ["text", "tool_use"]
     assert starts[1]["name"] == "Bash" and starts[1]["id"].startswith("toolu_")
-    text = "".join(d["delta"]["text"] for n, d in events if d.get("delta", {}).get("type") == "text_delta")
+    text = "".join(
+        d["delta"]["text"] for n, d in events if d.get("delta", {}).get("type") == "text_delta"
+    )
     args = "".join(
-        d["delta"]["partial_json"] for n, d in events if d.get("delta", {}).get("type") == "input_json_delta"
+        d["delta"]["partial_json"]
+        for n, d in events
+        if d.get("delta", {}).get("type") == "input_json_delta"
     )
     assert text == "FAKE: I will run a shell command."
     assert json.loads(args)["command"] == "touch a.txt"
@@ -86,9 +99,14 @@ def test_anthropic_stream_tool_use_then_final_text(server: ModelServer) -> None:
     assert recorded.tool_names == ("Bash", "Read")
 
     tool_use_id = starts[1]["id"]
-    follow_up = [prompt, {"role": "assistant", "content": [dict(starts[1], input=json.loads(args))]},
-                 {"role": "user", "content": [
-                     {"type": "tool_result", "tool_use_id": tool_use_id, "content": "done!"}]}]  # fmt: skip
+    follow_up = [
+        prompt,
+        {"role": "assistant", "content": [dict(starts[1], input=json.loads(args))]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": "done!"}],
+        },
+    ]
     events = sse(post(server, "/v1/messages?beta=true", anthropic_body(follow_up)).text)
     assert events[-2][1]["delta"]["stop_reason"] == "end_turn"
     assert "FAKE: done." == "".join(
@@ -102,13 +120,27 @@ def test_anthropic_rejection_with_feedback_starts_a_new_turn(server: ModelServer
     """Claude Code sends the rejected tool_result and the user's new text in one message."""
     messages = [
         {"role": "user", "content": "RUN: rm x"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "content": "rejected", "is_error": True},
-            {"type": "text", "text": "No. RUN: ls"}]},
-    ]  # fmt: skip
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "rejected",
+                    "is_error": True,
+                },
+                {"type": "text", "text": "No. RUN: ls"},
+            ],
+        },
+    ]
     events = sse(post(server, "/v1/messages", anthropic_body(messages)).text)
-    tool = next(d["content_block"] for n, d in events if n == "content_block_start" and d["index"] == 1)
+    tool = next(
+        d["content_block"] for n, d in events if n == "content_block_start" and d["index"] == 1
+    )
     assert tool["name"] == "Bash"
     recorded = server.requests[0]
     assert recorded.prompt == "No. RUN: ls" and recorded.tool_results == ()
@@ -117,8 +149,12 @@ def test_anthropic_rejection_with_feedback_starts_a_new_turn(server: ModelServer
 
 def test_anthropic_non_streaming_title_and_count_tokens(server: ModelServer) -> None:
     schema = {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}
-    body = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
-            "output_config": {"format": {"type": "json_schema", "schema": schema}}}  # fmt: skip
+    body = {
+        "model": "m",
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "output_config": {"format": {"type": "json_schema", "schema": schema}},
+    }
     message = post(server, "/v1/messages", body).json()
     assert message["type"] == "message" and message["stop_reason"] == "end_turn"
     assert json.loads(message["content"][0]["text"]) == {"title": "Fake session title"}
@@ -139,8 +175,10 @@ def user_item(text: str) -> dict[str, Any]:
 
 
 def test_responses_stream_function_call_for_codex(server: ModelServer) -> None:
-    items = [user_item("<environment_context>\n<cwd>/x</cwd>\n</environment_context>"),
-             user_item("Go. RUN: echo hi > f.txt SLOW")]  # fmt: skip
+    items = [
+        user_item("<environment_context>\n<cwd>/x</cwd>\n</environment_context>"),
+        user_item("Go. RUN: echo hi > f.txt SLOW"),
+    ]
     server.script = DefaultScript(slow_delay=0.3)
     started = time.monotonic()
     events = sse(post(server, "/v1/responses", responses_body(items)).text)
@@ -148,9 +186,14 @@ def test_responses_stream_function_call_for_codex(server: ModelServer) -> None:
     names = [name for name, _ in events]
     assert names[:2] == ["response.created", "response.in_progress"]
     assert names[-1] == "response.completed"
-    for expected in ("response.output_item.added", "response.output_text.delta",
-                     "response.output_text.done", "response.function_call_arguments.delta",
-                     "response.function_call_arguments.done", "response.output_item.done"):  # fmt: skip
+    for expected in (
+        "response.output_item.added",
+        "response.output_text.delta",
+        "response.output_text.done",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+        "response.output_item.done",
+    ):
         assert expected in names
     assert [d["sequence_number"] for _, d in events] == list(range(len(events)))
     completed = events[-1][1]["response"]
@@ -173,25 +216,43 @@ def test_responses_stream_function_call_for_codex(server: ModelServer) -> None:
 
 
 def test_responses_title_request_follows_text_format_schema(server: ModelServer) -> None:
-    schema = {"type": "object", "properties": {"title": {"type": "string", "minLength": 1}},
-              "required": ["title"], "additionalProperties": False}  # fmt: skip
-    body = {"model": "m", "input": [user_item("Generate a title")],
-            "text": {"format": {"type": "json_schema", "name": "t", "schema": schema}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "properties": {"title": {"type": "string", "minLength": 1}},
+        "required": ["title"],
+        "additionalProperties": False,
+    }
+    body = {
+        "model": "m",
+        "input": [user_item("Generate a title")],
+        "text": {"format": {"type": "json_schema", "name": "t", "schema": schema}},
+    }
     response = post(server, "/v1/responses", body).json()
     assert response["object"] == "response" and response["status"] == "completed"
-    assert json.loads(response["output"][0]["content"][0]["text"]) == {"title": "Fake session title"}
+    assert json.loads(response["output"][0]["content"][0]["text"]) == {
+        "title": "Fake session title"
+    }
     assert server.requests[0].json_schema == schema
 
 
 # --- OpenAI Chat Completions ----------------------------------------------------------------
 
-CHAT_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("bash", "edit")]
+CHAT_TOOLS = [
+    {"type": "function", "function": {"name": n, "parameters": {}}} for n in ("bash", "edit")
+]
 
 
 def test_chat_stream_tool_calls_usage_and_done(server: ModelServer) -> None:
-    body = {"model": "fake-model", "stream": True, "stream_options": {"include_usage": True},
-            "tools": CHAT_TOOLS, "messages": [{"role": "system", "content": "sys"},
-                                              {"role": "user", "content": "RUN: ls -la"}]}  # fmt: skip
+    body = {
+        "model": "fake-model",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "tools": CHAT_TOOLS,
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "RUN: ls -la"},
+        ],
+    }
     events = sse(post(server, "/v1/chat/completions", body).text)
     assert events[-1] == (None, "[DONE]")
     chunks = [data for _, data in events[:-1]]
@@ -208,10 +269,19 @@ def test_chat_stream_tool_calls_usage_and_done(server: ModelServer) -> None:
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
 
     body["messages"] += [
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": calls[0]["id"], "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": calls[0]["id"],
+                    "type": "function",
+                    "function": {"name": "bash", "arguments": "{}"},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": calls[0]["id"], "content": "total 0"},
-    ]  # fmt: skip
+    ]
     del body["stream_options"]
     events = sse(post(server, "/v1/chat/completions", body).text)
     chunks = [data for _, data in events[:-1]]
@@ -220,23 +290,38 @@ def test_chat_stream_tool_calls_usage_and_done(server: ModelServer) -> None:
 
 
 def test_chat_non_streaming_response_format_passthrough(server: ModelServer) -> None:
-    schema = {"type": "object", "required": ["verdict", "score", "tags"], "properties": {
-        "verdict": {"enum": ["approve", "reject"]}, "score": {"type": "integer", "minimum": 1},
-        "tags": {"type": "array", "items": {"type": "string"}}}}  # fmt: skip
+    schema = {
+        "type": "object",
+        "required": ["verdict", "score", "tags"],
+        "properties": {
+            "verdict": {"enum": ["approve", "reject"]},
+            "score": {"type": "integer", "minimum": 1},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+    }
     response_format = {"type": "json_schema", "json_schema": {"name": "v", "schema": schema}}
-    body = {"model": "m", "messages": [{"role": "user", "content": "judge"}],
-            "response_format": response_format}  # fmt: skip
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "judge"}],
+        "response_format": response_format,
+    }
     completion = post(server, "/v1/chat/completions", body).json()
     assert completion["object"] == "chat.completion"
     choice = completion["choices"][0]
     assert choice["finish_reason"] == "stop"
-    assert json.loads(choice["message"]["content"]) == {"verdict": "approve", "score": 1, "tags": ["fake"]}
+    assert json.loads(choice["message"]["content"]) == {
+        "verdict": "approve",
+        "score": 1,
+        "tags": ["fake"],
+    }
     recorded = server.requests[0]
     assert recorded.response_format == response_format and recorded.json_schema == schema
 
 
 def test_chat_non_streaming_scripted_tool_call(server: ModelServer) -> None:
-    server.script = lambda request: Reply(tool_calls=[ToolCall("lookup", {"q": request.prompt}, "call_1")])
+    server.script = lambda request: Reply(
+        tool_calls=[ToolCall("lookup", {"q": request.prompt}, "call_1")]
+    )
     body = {"model": "m", "messages": [{"role": "user", "content": "find x"}], "tools": CHAT_TOOLS}
     choice = post(server, "/v1/chat/completions", body).json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
@@ -250,13 +335,22 @@ def test_chat_non_streaming_scripted_tool_call(server: ModelServer) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "error_type"),
     [
-        ("/v1/messages", anthropic_body([{"role": "user", "content": "x ERROR:401"}]), "authentication_error"),
+        (
+            "/v1/messages",
+            anthropic_body([{"role": "user", "content": "x ERROR:401"}]),
+            "authentication_error",
+        ),
         ("/v1/responses", responses_body([user_item("x ERROR:401")]), "invalid_request_error"),
-        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x ERROR:401"}],
-                                  "tools": CHAT_TOOLS}, "invalid_request_error"),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "x ERROR:401"}], "tools": CHAT_TOOLS},
+            "invalid_request_error",
+        ),
     ],
-)  # fmt: skip
-def test_error_status_from_prompt(server: ModelServer, path: str, body: dict[str, Any], error_type: str) -> None:
+)
+def test_error_status_from_prompt(
+    server: ModelServer, path: str, body: dict[str, Any], error_type: str
+) -> None:
     response = post(server, path, body)
     assert response.status_code == 401
     assert response.json()["error"]["type"] == error_type
@@ -290,7 +384,23 @@ async def test_usable_from_trio(server: ModelServer) -> None:
 
 
 def test_example_for_schema_refs_and_nullable() -> None:
-    schema = {"$defs": {"Item": {"type": "object", "properties": {"n": {"type": ["null", "number"]}}}},
-              "type": "object", "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
-                                              "ok": {"type": "boolean"}, "c": {"const": 3}}}  # fmt: skip
+    schema = {
+        "$defs": {"Item": {"type": "object", "properties": {"n": {"type": ["null", "number"]}}}},
+        "type": "object",
+        "properties": {
+            "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}},
+            "ok": {"type": "boolean"},
+            "c": {"const": 3},
+        },
+    }
     assert example_for_schema(schema) == {"items": [{"n": 0}], "ok": False, "c": 3}
+
+
+def test_public_names_are_pinned() -> None:
+    import tests.support.model_server as package
+
+    assert sorted(package.__all__) == [
+        "Api", "DefaultScript", "ModelServer", "ParsedRequest", "Reply", "Script", "ToolCall",
+        "ToolResult", "example_for_schema", "parse_request", "shell_tool_call",
+    ]  # fmt: skip
+    assert all(hasattr(package, name) for name in package.__all__)

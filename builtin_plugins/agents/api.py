@@ -1,0 +1,279 @@
+"""HTTP and WebSocket routes of the agents plugin (mounted at these paths by the daemon).
+
+=====================================  ===========================================================
+``GET /sessions``                       agent sessions the caller may see (``?task=&state=``)
+``GET /sessions/{name}``                one session, with ``capture`` (the rendered screen) and
+                                        ``classification``
+``POST /sessions/{name}/keys``          ``{"keys": [key names]}`` or ``{"text": str, "submit": bool}``
+                                        (admin or the task's owner)
+``POST /sessions/{name}/ticket``        ``{"input": bool}`` → ``{"ticket", "expires_in", "input"}``
+``WS /sessions/{name}/terminal``        ``?ticket=…``: the initial capture, then live output;
+                                        input frames are typed only with an input ticket
+``GET /decisions``                      ``?status=&task=&kind=&limit=&cursor=``
+``GET /decisions/{id}``                 one decision
+``POST /decisions/{id}``                ``{"action": approve|reject|choice|answer|escalate,
+                                        "choice"?, "text"?, "rationale"?}``
+=====================================  ===========================================================
+
+Visibility: admins see everything; members see what belongs to projects they may see; agent
+tokens see nothing here. Acting (keys, decisions, input tickets): admins and the task's owner.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocketRoute
+
+from .service import AgentsService, DecideError
+
+__all__ = ["routes"]
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 16_384
+
+
+def _encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"d{last_id}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith("d"):
+            raise ValueError
+        return int(raw[1:])
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPError(400, "bad_cursor", "the cursor is not valid") from None
+
+
+def _int(query: Mapping[str, str], key: str, default: int | None = None, *, lo: int = 0, hi: int = 10**18) -> int | None:
+    value = query.get(key)
+    if value is None or value == "":
+        return default
+    if not value.isdigit() or not lo <= int(value) <= hi:
+        raise HTTPError(422, "validation_error", f"{key} must be an integer in {lo}..{hi}")
+    return int(value)
+
+
+class _Api:
+    def __init__(self, service: Callable[[], AgentsService]) -> None:
+        self._service = service
+
+    @property
+    def svc(self) -> AgentsService:
+        return self._service()
+
+    # ---------------------------------------------------------------- access
+
+    def _task(self, task_id: int | None) -> dict[str, Any] | None:
+        if task_id is None:
+            return None
+        return self.svc.ctx.store.query_one("SELECT id, project_id, owner_id FROM tasks WHERE id = ?", (task_id,))
+
+    def _can_see(self, me: Principal, task_id: int | None) -> bool:
+        if me.is_admin:
+            return True
+        task = self._task(task_id)
+        return task is not None and me.can_see_project(task["project_id"])
+
+    def _can_act(self, me: Principal, task_id: int | None) -> bool:
+        if me.is_admin:
+            return True
+        task = self._task(task_id)
+        return me.scope == "full" and task is not None and task["owner_id"] == me.user_id and me.can_see_project(task["project_id"])
+
+    def _session(self, me: Principal, name: str) -> dict[str, Any]:
+        row = self.svc.sessions.by_name(name)
+        if row is None or not self._can_see(me, row["task_id"]):
+            raise HTTPError(404, "not_found", f"no agent session {name!r}")
+        return row
+
+    @staticmethod
+    def _public(row: Mapping[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in row.items() if k != "env"}
+        return out
+
+    # ---------------------------------------------------------------- sessions
+
+    def list_sessions(self, req: Request) -> Any:
+        me = req.principal
+        task_id = _int(req.query, "task")
+        state = req.query.get("state") or None
+        if state is not None and state not in ("running", "exited", "ended"):
+            raise HTTPError(422, "validation_error", "state must be running, exited or ended")
+        rows = self.svc.sessions.list(task_id=task_id, state=state, limit=500)
+        items = [self._public(r) for r in rows if self._can_see(me, r["task_id"])]
+        return {"items": items, "next_cursor": None}
+
+    async def get_session(self, req: Request) -> Any:
+        row = self._session(req.principal, req.params["name"])
+        out = self._public(row)
+        out["capture"] = None
+        out["classification"] = None
+        if row["state"] == "running":
+            try:
+                screen = await self.svc.tmux().capture(row["pane_id"] or row["session"])
+            except Exception as exc:
+                log.debug("capture of %s failed: %s", row["session"], exc)
+            else:
+                out["capture"] = screen
+                try:
+                    from .config import executor_provider
+
+                    out["classification"] = executor_provider(self.svc.ctx, row["provider"]).classify(screen).to_dict()
+                except LookupError:
+                    pass
+        return out
+
+    async def send_keys(self, req: Request) -> Any:
+        row = self._session(req.principal, req.params["name"])
+        if not self._can_act(req.principal, row["task_id"]):
+            raise HTTPError(403, "forbidden", "only an admin or the task's owner may type into its agent")
+        if row["state"] != "running":
+            raise HTTPError(409, "session_ended", f"agent session {row['session']} is {row['state']}")
+        body = req.json if isinstance(req.json, dict) else None
+        if body is None or set(body) - {"keys", "text", "submit"} or (("keys" in body) == ("text" in body)):
+            raise HTTPError(422, "validation_error", 'send {"keys": [names]} or {"text": str, "submit"?: bool}')
+        tmux = self.svc.tmux()
+        target = row["pane_id"] or row["session"]
+        if "keys" in body:
+            keys = body["keys"]
+            if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys) or len(keys) > 64:
+                raise HTTPError(422, "validation_error", "keys must be a list of 1..64 key names")
+            try:
+                await tmux.send_keys(target, *keys)
+            except ValueError as exc:
+                raise HTTPError(422, "validation_error", str(exc)) from None
+            sent: dict[str, Any] = {"keys": keys}
+        else:
+            text, submit = body["text"], body.get("submit", True)
+            if not isinstance(text, str) or not text or len(text) > MAX_TEXT or not isinstance(submit, bool):
+                raise HTTPError(422, "validation_error", f"text must be a non-empty string of at most {MAX_TEXT} characters")
+            result = await tmux.send_text(target, text, submit)
+            sent = {"text_chars": len(text), "submitted": submit, "pasted": result.pasted}
+        self.svc.ctx.store.audit(f"user:{req.principal.user_id}", "agents.keys", row["session"], "ok", sent)
+        return {"session": row["session"], "sent": sent}
+
+    def ticket(self, req: Request) -> Any:
+        me = req.principal
+        row = self._session(me, req.params["name"])
+        body = req.json if isinstance(req.json, dict) else {}
+        want_input = body.get("input", False)
+        if not isinstance(want_input, bool):
+            raise HTTPError(422, "validation_error", "input must be a boolean")
+        if want_input and not self._can_act(me, row["task_id"]):
+            raise HTTPError(403, "forbidden", "only an admin or the task's owner may get an input ticket")
+        ticket = self.svc.issue_ticket(row["session"], input=want_input, user_id=me.user_id)
+        return Response({"ticket": ticket, "expires_in": self.svc.config.ticket_ttl, "input": want_input}, status=201)
+
+    async def terminal(self, ws: Any) -> None:
+        name = ws.params.get("name", "")
+        grant = self.svc.redeem_ticket(ws.query.get("ticket", ""), name)
+        row = self.svc.sessions.by_name(name) if grant is not None else None
+        if grant is None or row is None:
+            await ws.close(1008)
+            return
+        await ws.accept()
+        tmux = self.svc.tmux()
+        target = row["pane_id"] or name
+        try:
+            await ws.send(await tmux.capture(target, escapes=True))
+            async with tmux.subscribe(name) as stream, trio.open_nursery() as nursery:
+                if grant.input:
+                    nursery.start_soon(self._typed, ws, tmux, target)
+                async for event in stream:
+                    if event.lost:
+                        await ws.send(await tmux.capture(target, escapes=True))
+                    else:
+                        await ws.send(event.data)
+                nursery.cancel_scope.cancel()
+        except Exception as exc:  # the client went away, or the session ended
+            log.debug("terminal of %s closed: %s", name, exc)
+        finally:
+            try:
+                await ws.close(1000)
+            except Exception:
+                pass
+
+    @staticmethod
+    async def _typed(ws: Any, tmux: Any, target: str) -> None:
+        while True:
+            data = await ws.receive()
+            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+            if text:
+                await tmux.send_text(target, text, submit=False)
+
+    # ---------------------------------------------------------------- decisions
+
+    def list_decisions(self, req: Request) -> Any:
+        me = req.principal
+        status = req.query.get("status") or None
+        kind = req.query.get("kind") or None
+        task_id = _int(req.query, "task")
+        limit = _int(req.query, "limit", 50, lo=1, hi=500)
+        cursor = req.query.get("cursor")
+        after = _decode_cursor(cursor) if cursor else None
+        items: list[dict[str, Any]] = []
+        scan, more = after, False
+        while not more:
+            batch = self.svc.decisions.list(status=status, task_id=task_id, kind=kind, after=scan, limit=200)
+            if not batch:
+                break
+            for d in batch:
+                scan = d["id"]
+                if not self._can_see(me, d["task_id"]):
+                    continue
+                if len(items) == limit:
+                    more = True
+                    break
+                items.append(d)
+        return {"items": items, "next_cursor": _encode_cursor(items[-1]["id"]) if more else None}
+
+    def get_decision(self, req: Request) -> Any:
+        did = _int(req.params, "id")
+        d = self.svc.decisions.get(did) if did is not None else None
+        if d is None or not self._can_see(req.principal, d["task_id"]):
+            raise HTTPError(404, "not_found", f"decision {req.params['id']} not found")
+        return d
+
+    async def decide(self, req: Request) -> Any:
+        d = self.get_decision(req)
+        if not self._can_act(req.principal, d["task_id"]):
+            raise HTTPError(403, "forbidden", "only an admin or the task's owner may decide")
+        body = req.json if isinstance(req.json, dict) else None
+        if body is None or set(body) - {"action", "choice", "text", "rationale"}:
+            raise HTTPError(422, "validation_error", 'send {"action": approve|reject|choice|answer|escalate, "choice"?, "text"?, "rationale"?}')
+        action, choice, text, rationale = body.get("action"), body.get("choice"), body.get("text"), body.get("rationale")
+        if action not in ("approve", "reject", "choice", "answer", "escalate"):
+            raise HTTPError(422, "validation_error", "action must be approve, reject, choice, answer or escalate")
+        if choice is not None and (not isinstance(choice, int) or isinstance(choice, bool) or not 1 <= choice <= 99):
+            raise HTTPError(422, "validation_error", "choice must be an option number 1..99")
+        for key, value in (("text", text), ("rationale", rationale)):
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_TEXT):
+                raise HTTPError(422, "validation_error", f"{key} must be a string of at most {MAX_TEXT} characters")
+        who = f"user:{req.principal.user_id}"
+        try:
+            return await self.svc.decide(d["id"], action, choice=choice, text=text, rationale=rationale, decided_by=who)
+        except DecideError as exc:
+            raise HTTPError(exc.status, exc.code, exc.message) from None
+
+
+def routes(service: Callable[[], AgentsService]) -> list[Route | WebSocketRoute]:
+    """The plugin's routes; ``service()`` returns the current :class:`AgentsService`."""
+    api = _Api(service)
+    return [
+        Route("GET", "/sessions", api.list_sessions, summary="List agent sessions"),
+        Route("GET", "/sessions/{name}", api.get_session, summary="An agent session with its current screen"),
+        Route("POST", "/sessions/{name}/keys", api.send_keys, summary="Type keys or text into an agent session"),
+        Route("POST", "/sessions/{name}/ticket", api.ticket, summary="A single-use ticket for the live terminal"),
+        WebSocketRoute("/sessions/{name}/terminal", api.terminal, summary="Live terminal of an agent session", anonymous=True),
+        Route("GET", "/decisions", api.list_decisions, summary="List decisions"),
+        Route("GET", "/decisions/{id}", api.get_decision, summary="One decision"),
+        Route("POST", "/decisions/{id}", api.decide, summary="Answer a decision"),
+    ]

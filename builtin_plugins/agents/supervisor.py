@@ -1,0 +1,287 @@
+"""The live side of the deriver: one :class:`Pane` per supervised agent session.
+
+:meth:`Supervisor.watch` follows a session's control-mode output, debounces it
+(:class:`~.deriver.Debouncer`) and classifies the current frame; :meth:`Supervisor.derive` turns
+each classification into ``signal`` events, decisions and trust answers. Every answer is sent
+under the pane's lock right after a fresh capture shows the SAME prompt instance, unanswered
+(:meth:`Supervisor.answer`); anything else on screen is never typed into.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from .decisions import DecisionStore
+from .deriver import ActivityTracker, Debouncer, PromptInstance, PromptTracker, SignalTracker, screen_hash
+from .screen import Classification
+from .sessions import SessionStore
+
+__all__ = ["AnswerError", "Pane", "Supervisor"]
+
+log = logging.getLogger(__name__)
+
+TRUST_SETTLE = 0.15
+"""Seconds to wait after moving a trust dialog's cursor before re-capturing it."""
+
+
+class AnswerError(Exception):
+    """An answer cannot be applied. ``code``: ``prompt_gone`` (the instance left the screen),
+    ``not_answerable`` (no keys for that action), ``not_supervised``, ``bad_choice``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class Pane:
+    """Runtime state of one supervised session (rebuilt on re-adoption)."""
+
+    name: str
+    task_id: int
+    project_id: int | None
+    target: str
+    provider: Any
+    debounce: Debouncer
+    activity: ActivityTracker
+    prompts: PromptTracker = field(default_factory=PromptTracker)
+    signals: SignalTracker = field(default_factory=SignalTracker)
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    last: Classification | None = None
+    last_hash: str = ""
+    watching: bool = False
+    closed: bool = False
+    derived: int = 0
+    inherited: list[dict[str, Any]] = field(default_factory=list)
+    """Open prompt decisions recorded before a restart; the first derive re-links the one
+    whose prompt is still on screen and expires the others."""
+
+
+class Supervisor:
+    """Derives and answers for every :class:`Pane`.
+
+    Args:
+        tmux: returns the current ``TmuxService``.
+        sessions, decisions: the plugin's stores.
+        publish: ``publish(type, data, project_id)``.
+        on_prompt: called (without the pane lock) with ``(pane, decision)`` for every new
+            ``prompt``/``question`` decision: the gate hook.
+        auto_trust: accept trust dialogs (after checking the "yes" option is selected).
+    """
+
+    def __init__(
+        self,
+        *,
+        tmux: Callable[[], Any],
+        sessions: SessionStore,
+        decisions: DecisionStore,
+        publish: Callable[..., Any],
+        on_prompt: Callable[[Pane, dict[str, Any]], None],
+        auto_trust: bool = True,
+    ) -> None:
+        self._tmux = tmux
+        self.sessions = sessions
+        self.decisions = decisions
+        self.publish = publish
+        self.on_prompt = on_prompt
+        self.auto_trust = auto_trust
+        self.panes: dict[str, Pane] = {}
+
+    # ------------------------------------------------------------------ watching
+
+    async def watch(self, pane: Pane) -> None:
+        """Follow ``pane``'s output until its session ends or the pane is dropped: classify
+        after each debounced burst."""
+        from elowen_builtins.tmux import SessionNotFoundError
+
+        if pane.watching:
+            return
+        pane.watching = True
+        try:
+            try:
+                stream = await self._tmux().open_stream(pane.name)
+            except SessionNotFoundError:
+                return
+            try:
+                await self.derive(pane)
+                while not pane.closed:
+                    due = pane.debounce.due()
+                    if due is None:
+                        await stream.receive()
+                        pane.debounce.output(trio.current_time())
+                        continue
+                    wait = due - trio.current_time()
+                    if wait > 0:
+                        with trio.move_on_after(wait) as scope:
+                            await stream.receive()
+                            pane.debounce.output(trio.current_time())
+                        if not scope.cancelled_caught:
+                            continue
+                    pane.debounce.fired()
+                    await self.derive(pane)
+            except trio.EndOfChannel:
+                log.debug("agents: output stream of %s ended", pane.name)
+            finally:
+                stream.close()
+        finally:
+            pane.watching = False
+
+    # ------------------------------------------------------------------ deriving
+
+    async def capture(self, pane: Pane) -> tuple[str, Classification, str]:
+        """Capture and classify the current frame. Raises ``SessionNotFoundError``."""
+        screen = await self._tmux().capture(pane.target)
+        return screen, pane.provider.classify(screen), screen_hash(screen)
+
+    async def derive(self, pane: Pane) -> Classification | None:
+        """Classify the current frame and act on it; ``None`` when the session is gone."""
+        from elowen_builtins.tmux import SessionNotFoundError
+
+        created: dict[str, Any] | None = None
+        async with pane.lock:
+            try:
+                screen, c, h = await self.capture(pane)
+            except SessionNotFoundError:
+                return None
+            now = trio.current_time()
+            pane.derived += 1
+            pane.activity.observe(h, len(screen), now)
+            self._observe(pane, c, h, now)
+            inst = pane.prompts.current
+            if pane.inherited:
+                self._relink(pane, inst)
+            if inst is not None and inst.decision_id is None and not inst.answered:
+                if c.state == "trust_prompt" and self.auto_trust:
+                    if await self._accept_trust(pane, inst, c):
+                        return c
+                created = self._create_decision(pane, inst, c)
+            pane.last, pane.last_hash = c, h
+        if created is not None:
+            self.on_prompt(pane, created)  # the gate runs outside the lock: it may answer
+        return c
+
+    def _observe(self, pane: Pane, c: Classification, h: str, now: float) -> None:
+        change = pane.prompts.observe(c, h, now)
+        gone = change.gone
+        if gone is not None and not gone.answered and gone.decision_id is not None:
+            self.decisions.settle(gone.decision_id, "expired", decided_by="elowen:screen", rationale="the prompt left the screen before it was answered")
+        signal = pane.signals.observe(c, pane.prompts.current)
+        if signal is not None:
+            self.sessions.set_signal(pane.name, signal)
+            data: dict[str, Any] = {"task_id": pane.task_id, "session": pane.name, "signal": signal, "state": c.state}
+            if signal == "needs_input":
+                data["request"] = _request(c)
+            self.publish("signal", data, pane.project_id)
+
+    def _relink(self, pane: Pane, inst: PromptInstance | None) -> None:
+        """After a restart: the open decision whose prompt is still on screen is kept (its
+        payload re-pointed at the new instance number); the others expire."""
+        inherited, pane.inherited = pane.inherited, []
+        for d in inherited:
+            payload = d["payload"]
+            if inst is not None and inst.decision_id is None and payload.get("fingerprint") == inst.fingerprint:
+                inst.decision_id = d["id"]
+                self.decisions.repoint(d["id"], {**payload, "instance": inst.seq})
+            else:
+                self.decisions.settle(d["id"], "expired", decided_by="elowen:screen", rationale="the prompt was gone after a restart")
+
+    def _create_decision(self, pane: Pane, inst: PromptInstance, c: Classification) -> dict[str, Any]:
+        kind = "question" if c.state == "choice_prompt" else "prompt"
+        payload = {**_request(c), "instance": inst.seq, "cli": pane.provider.cli, "detected_at": time.time()}
+        decision = self.decisions.create(kind, task_id=pane.task_id, session=pane.name, payload=payload)
+        inst.decision_id = decision["id"]
+        return decision
+
+    async def _accept_trust(self, pane: Pane, inst: PromptInstance, c: Classification) -> bool:
+        """Move the cursor to the trust option, re-capture, check it is selected, Enter.
+        ``False`` (left to a human) when the option is unknown or the check fails."""
+        accept = (c.request or {}).get("accept_index")
+        if accept is None:
+            return False
+        tmux = self._tmux()
+        if c.selected != accept:
+            try:
+                await tmux.send_keys(pane.target, *c.move_keys(accept))
+            except ValueError:
+                return False
+            await trio.sleep(TRUST_SETTLE)
+            _, c, h2 = await self.capture(pane)
+            if not (c.state == "trust_prompt" and c.fingerprint == inst.fingerprint and c.selected == accept and c.approve_keys):
+                log.warning("agents: %s: trust option not selected after moving the cursor; leaving it to a human", pane.name)
+                return False
+        if not c.approve_keys:
+            return False
+        _, _, h = await self.capture(pane)
+        await tmux.send_keys(pane.target, *c.approve_keys)
+        pane.prompts.mark_answered(inst, h)
+        payload = {**_request(c), "instance": inst.seq, "cli": pane.provider.cli, "detected_at": time.time()}
+        decision = self.decisions.create("prompt", task_id=pane.task_id, session=pane.name, payload=payload)
+        inst.decision_id = decision["id"]
+        self.decisions.settle(
+            decision["id"], "approved", decided_by="elowen:auto-trust",
+            answer={"action": "approve", "keys": list(c.approve_keys), "sent_at": time.time()},
+            rationale="folder trust dialog accepted automatically (the 'yes' option was verified selected)",
+        )
+        log.info("agents: %s: accepted the folder-trust dialog", pane.name)
+        return True
+
+    # ------------------------------------------------------------------ answering
+
+    async def answer(self, decision: Mapping[str, Any], action: str, *, choice: int | None = None) -> dict[str, Any]:
+        """Send the keys for ``action`` (``approve``/``reject``/``choice``) to the prompt of
+        ``decision``, after a fresh capture shows the same, unanswered instance. Returns
+        ``{"action", "keys", "choice", "sent_at"}``.
+
+        Raises:
+            AnswerError: see its codes; ``prompt_gone`` also expires the decision.
+        """
+        pane = self.panes.get(str(decision.get("session") or ""))
+        if pane is None or pane.closed:
+            raise AnswerError("not_supervised", f"session {decision.get('session')!r} is not supervised now")
+        payload = decision["payload"]
+        async with pane.lock:
+            try:
+                screen, c, h = await self.capture(pane)
+            except Exception as exc:  # SessionNotFoundError and tmux failures alike
+                raise AnswerError("prompt_gone", f"cannot read the agent's screen: {exc}") from None
+            self._observe(pane, c, h, trio.current_time())
+            pane.last, pane.last_hash = c, h
+            if not pane.prompts.is_current(int(payload.get("instance", -1)), str(payload.get("fingerprint", ""))):
+                self.decisions.settle(decision["id"], "expired", decided_by="elowen:screen", rationale="the prompt is no longer on screen")
+                raise AnswerError("prompt_gone", "that prompt is no longer on the agent's screen")
+            try:
+                if action == "approve":
+                    keys = list(c.approve_keys)
+                elif action == "reject":
+                    keys = list(c.reject_keys)
+                elif action == "choice":
+                    keys = c.choice_keys(int(choice or 0))
+                else:
+                    raise AnswerError("not_answerable", f"action {action!r} does not answer a screen prompt")
+            except ValueError as exc:
+                raise AnswerError("bad_choice", str(exc)) from None
+            if not keys:
+                raise AnswerError("not_answerable", f"no keys to {action} this prompt")
+            await self._tmux().send_keys(pane.target, *keys)
+            inst = pane.prompts.current
+            assert inst is not None
+            pane.prompts.mark_answered(inst, h)
+        log.info("agents: %s: decision %s answered (%s) with keys %s", pane.name, decision["id"], action, keys)
+        return {"action": action, "choice": choice, "keys": keys, "sent_at": time.time()}
+
+
+def _request(c: Classification) -> dict[str, Any]:
+    return {
+        "state": c.state,
+        "request": dict(c.request) if c.request is not None else None,
+        "options": list(c.options),
+        "numbers": list(c.numbers),
+        "fingerprint": c.fingerprint,
+    }

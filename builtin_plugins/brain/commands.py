@@ -1,0 +1,186 @@
+"""Slash commands typed in a conversation (every surface sends them as turn text).
+
+Instant commands answer at once, even while a turn runs: ``/goal status|pause|clear``,
+``/subgoal …``, ``/yolo [on|off|default on|off]``, ``/model [SPEC]``, ``/help``, and commands
+contributed by plugins (``register_commands``). Driving commands need the conversation idle and
+start goal turns: ``/goal <text>``, ``/goal resume`` (or ``/goal start`` for a draft), and
+``/goal draft <text>`` (one model call that writes the contract).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from elowen_builtins.inference.types import ChatRequest, Message
+
+from .goals import PROMPTS, GoalLimits, status_text
+
+if TYPE_CHECKING:
+    from .service import BrainService
+    from .sessions import Session
+
+__all__ = ["CONTINUE", "CommandResult", "is_driving", "run_command"]
+
+CONTINUE = "Continue working on the goal. Report with the sentinel lines."
+
+_CONTRACT_SCHEMA = {
+    "type": "object",
+    "properties": {k: {"type": "string"} for k in ("outcome", "verification", "constraints", "boundaries", "stop_when")},
+    "required": ["outcome", "verification", "constraints", "boundaries", "stop_when"],
+    "additionalProperties": False,
+}
+
+HELP = """Commands:
+  /goal <text>            set a persistent goal and start working on it
+  /goal draft <text>      draft a goal contract for review (start it with /goal start)
+  /goal status|pause|resume|clear
+  /subgoal <text>         add a subgoal;  /subgoal remove N;  /subgoal clear
+  /yolo on|off            approve tool calls automatically in this session (destructive ones still ask)
+  /yolo default on|off    your default for new sessions
+  /model [PROVIDER/MODEL] show or set this conversation's model
+  /help                   this list"""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """A command's reply text, and the goal input to drive with next (``None``: nothing to run)."""
+
+    text: str
+    drive: str | None = None
+
+
+def is_driving(text: str) -> bool:
+    """Whether ``text`` is a command that runs model turns (needs the conversation idle)."""
+    parts = text.strip().split(maxsplit=2)
+    if not parts or parts[0] != "/goal" or len(parts) == 1:
+        return False
+    return parts[1] not in ("status", "pause", "clear")
+
+
+def _limits(service: BrainService) -> GoalLimits:
+    return GoalLimits.from_config(service.config)
+
+
+async def _goal(service: BrainService, session: Session, args: str, max_turns: int | None) -> CommandResult:
+    db = service.db
+    sub, _, rest = args.strip().partition(" ")
+    goal = db.live_goal(session.id)
+    yolo = service.yolo(session)
+    if sub in ("", "status"):
+        return CommandResult(status_text(goal or db.last_goal(session.id), _limits(service), yolo=yolo))
+    if sub == "pause":
+        if goal is None or goal["state"] != "active":
+            return CommandResult("No active goal to pause.")
+        goal = db.update_goal(goal["id"], state="paused", pause_reason="user")
+        service.goal_event(session, goal, "paused")
+        return CommandResult("Goal paused. /goal resume to go on.")
+    if sub == "clear":
+        if goal is None:
+            return CommandResult("No goal to clear.")
+        goal = db.update_goal(goal["id"], state="cleared")
+        service.goal_event(session, goal, "cleared")
+        return CommandResult("Goal cleared.")
+    if sub in ("resume", "start"):
+        if goal is None:
+            return CommandResult("No goal to resume. Set one with /goal <text>.")
+        if goal["state"] == "active":
+            return CommandResult("The goal is already running.")
+        goal = db.update_goal(goal["id"], state="active", pause_reason=None, turns_run=0, tokens_run=0,
+                              turn_budget=max_turns if max_turns else goal["turn_budget"])
+        service.goal_event(session, goal, "resumed")
+        return CommandResult(f"Goal resumed: {goal['text']}", drive=CONTINUE)
+    if sub == "draft":
+        if not rest.strip():
+            return CommandResult("Usage: /goal draft <text>")
+        contract = await _draft(service, session, rest.strip())
+        goal = db.create_goal(session.id, rest.strip(), state="draft", contract=contract, turn_budget=max_turns)
+        service.goal_event(session, goal, "drafted")
+        return CommandResult(status_text(goal, _limits(service), yolo=yolo) + "\nReview it, then /goal start (or /goal clear).")
+    text = args.strip()
+    goal = db.create_goal(session.id, text, state="active", turn_budget=max_turns)
+    service.goal_event(session, goal, "started")
+    return CommandResult(f"Goal set: {text}", drive=f"New goal: {text}\nStart working on it.")
+
+
+async def _draft(service: BrainService, session: Session, text: str) -> dict[str, Any]:
+    try:
+        template = (PROMPTS / "goal_draft.md").read_text(encoding="utf-8")
+    except OSError:
+        template = "Draft a goal contract (outcome, verification, constraints, boundaries, stop_when) for: {goal}"
+    request = ChatRequest(service.model_for(session), [Message("user", template.format(goal=text))],
+                          response_schema=_CONTRACT_SCHEMA, schema_name="goal_contract", purpose="brain.goal_draft")
+    try:
+        result = await service.relay().chat(request)
+        data = json.loads(result.text)
+        if isinstance(data, dict):
+            return {k: str(data.get(k, "")) for k in _CONTRACT_SCHEMA["properties"]}
+    except Exception as exc:  # a draft is a convenience: never fail the command on the model
+        service.ctx.log.warning("goal draft by the model failed: %s", exc)
+    return {"outcome": text, "verification": "(to be agreed)", "constraints": "(none stated)",
+            "boundaries": "(none stated)", "stop_when": "blocked, or the budget is reached"}
+
+
+def _subgoal(service: BrainService, session: Session, args: str) -> CommandResult:
+    db = service.db
+    goal = db.live_goal(session.id)
+    if goal is None:
+        return CommandResult("No goal. Set one with /goal <text> first.")
+    subs = list(goal["subgoals"])
+    sub, _, rest = args.strip().partition(" ")
+    if sub == "clear":
+        subs = []
+    elif sub == "remove":
+        if not rest.strip().isdigit() or not 1 <= int(rest) <= len(subs):
+            return CommandResult(f"Usage: /subgoal remove N (1–{len(subs)})")
+        subs.pop(int(rest) - 1)
+    elif args.strip():
+        subs.append({"text": args.strip(), "done": False})
+    else:
+        return CommandResult("Usage: /subgoal <text> | /subgoal remove N | /subgoal clear")
+    goal = db.update_goal(goal["id"], subgoals=subs)
+    service.goal_event(session, goal, "subgoals")
+    return CommandResult(status_text(goal, _limits(service), yolo=service.yolo(session)))
+
+
+def _yolo(service: BrainService, session: Session, args: str) -> CommandResult:
+    words = args.split()
+    if words[:1] == ["default"] and len(words) == 2 and words[1] in ("on", "off") and session.user_id is not None:
+        service.db.set_pref(session.user_id, yolo=int(words[1] == "on"))
+        return CommandResult(f"YOLO default {words[1]} (this session: {'on' if service.yolo(session) else 'off'}).")
+    if words in (["on"], ["off"]):
+        session.yolo = words[0] == "on"
+        service.session_event(session, "brain.yolo", {"yolo": session.yolo})
+        return CommandResult(f"YOLO {words[0]} for this session." + (" Destructive actions still ask." if session.yolo else ""))
+    if not words:
+        return CommandResult(f"YOLO is {'on' if service.yolo(session) else 'off'} "
+                             f"({'session override' if session.yolo is not None else 'your default'}).")
+    return CommandResult("Usage: /yolo on|off, /yolo default on|off")
+
+
+async def run_command(service: BrainService, session: Session, text: str, *, max_turns: int | None = None) -> CommandResult:
+    """Run the slash command in ``text`` (it starts with ``/``)."""
+    name, _, args = text.strip()[1:].partition(" ")
+    if name == "goal":
+        return await _goal(service, session, args, max_turns)
+    if name == "subgoal":
+        return _subgoal(service, session, args)
+    if name == "yolo":
+        return _yolo(service, session, args)
+    if name == "model":
+        if args.strip():
+            service.db.update_conversation(session.id, model=args.strip())
+            session.conv = service.db.conversation(session.id)  # type: ignore[assignment]
+        return CommandResult(f"Model: {service.model_for(session) or '(the default)'}")
+    if name == "help":
+        extra = sorted(service.ctx_contributions("command"))
+        return CommandResult(HELP + ("\nPlugin commands: " + ", ".join(f"/{n}" for n in extra) if extra else ""))
+    owned = service.ctx_contributions("command").get(name)
+    if owned is not None:
+        reply = owned.obj.handler(args)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        return CommandResult(str(reply))
+    return CommandResult(f"Unknown command /{name}. /help lists them.")

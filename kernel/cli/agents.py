@@ -1,0 +1,125 @@
+"""``elowen agents [--json]``, ``elowen agents classify``, ``elowen attach TASK`` and
+``elowen decide ID``.
+
+``agents classify`` runs locally (no daemon): it prints the classification of a captured
+screen as JSON, so patterns for a new CLI version can be checked against a capture. It imports
+the classifier only when it runs (this module stays on the CLI's light import path).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+import click
+
+from .app import App, Failure, json_id
+from .output import Column, echo_json, note, table
+
+__all__ = ["agents", "attach", "decide"]
+
+SESSION_COLUMNS: list[Column] = [
+    ("SESSION", "session"),
+    ("TASK", "task_id"),
+    ("ATTEMPT", "attempt"),
+    ("PROVIDER", "provider"),
+    ("MODEL", "model"),
+    ("STATE", "state"),
+    ("SIGNAL", "signal"),
+    ("STARTED", "started_at"),
+]
+
+
+@click.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of agent sessions.")
+@click.option("--all", "show_all", is_flag=True, help="Include exited and ended sessions.")
+@click.pass_context
+def agents(ctx: click.Context, as_json: bool, show_all: bool) -> None:
+    """List running coding agents (and check screen patterns with `agents classify`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    app: App = ctx.obj
+    query = {} if show_all else {"state": "running"}
+    items = app.api.get("/sessions", **query).get("items", [])
+    if as_json:
+        echo_json(items)
+    else:
+        table(items, SESSION_COLUMNS, empty="(no agents running)")
+
+
+@agents.command("classify")
+@click.option("--cli", "cli", required=True, help="claude, codex, opencode or kilo.")
+@click.option("--cli-version", default=None, help="The CLI's version (selects version-specific patterns).")
+@click.option("--escapes", type=click.File("r", encoding="utf-8"), default=None, help="The same screen captured with -e (strike-through detection).")
+@click.argument("screen", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
+def agents_classify(cli: str, cli_version: str | None, escapes: Any, screen: Any) -> None:
+    """Classify a captured screen (tmux capture-pane -p) of CLI; prints JSON."""
+    from elowen_builtins.agents.screen import classify, known_clis
+
+    if cli not in known_clis():
+        raise Failure(f"unknown CLI {cli!r}; known: {', '.join(known_clis())}", 2)
+    result = classify(cli, screen.read(), version=cli_version, escapes=escapes.read() if escapes else None)
+    click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+
+
+def _running_session(app: App, task_id: str) -> dict[str, Any]:
+    items = app.api.get("/sessions", task=json_id(task_id), state="running").get("items", [])
+    if not items:
+        raise Failure(f"task {task_id} has no running agent (see `elowen agents --all`)", 1)
+    return items[0]
+
+
+@click.command()
+@click.argument("task_id", metavar="TASK")
+@click.option("--print", "print_only", is_flag=True, help="Only print the tmux command.")
+@click.option("--write", is_flag=True, help="Attach read-write (default: read-only, -r).")
+@click.pass_obj
+def attach(app: App, task_id: str, print_only: bool, write: bool) -> None:
+    """Attach to the agent working on TASK in tmux (read-only unless --write).
+
+    Prints the command instead when --print is given or stdout is not a terminal.
+    """
+    session = _running_session(app, task_id)
+    tmux_plugin = app.api.get("/plugins/tmux")
+    socket = (tmux_plugin.get("config") or {}).get("socket") or "elowen"
+    argv = ["tmux", "-L", socket, "attach-session", *([] if write else ["-r"]), "-t", f"={session['session']}:"]
+    if print_only or not sys.stdout.isatty():
+        click.echo(" ".join(argv))
+        return
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        raise Failure("tmux is not installed here; run: " + " ".join(argv), 1)
+    note(f"attaching to {session['session']} ({'read-write' if write else 'read-only'}; detach with C-b d)")
+    os.execv(tmux, argv)
+
+
+@click.command()
+@click.argument("decision_id", metavar="ID")
+@click.option("--approve", "action", flag_value="approve", help="Approve (the CLI's 'yes' keys).")
+@click.option("--reject", "action", flag_value="reject", help="Reject (the CLI's 'no' keys).")
+@click.option("--choice", type=click.IntRange(1, 99), default=None, help="Pick option number N as shown on screen.")
+@click.option("--answer", "text", default=None, help="Answer with text (check and message decisions).")
+@click.option("--escalate", "action", flag_value="escalate", help="Mark it escalated (still open).")
+@click.option("--rationale", "-r", default=None, help="Why (recorded).")
+@click.option("--json", "as_json", is_flag=True, help="Print the decided decision as JSON.")
+@click.pass_obj
+def decide(app: App, decision_id: str, action: str | None, choice: int | None, text: str | None, rationale: str | None, as_json: bool) -> None:
+    """Answer decision ID: --approve, --reject, --choice N, --answer TEXT or --escalate."""
+    chosen = [a for a in (action, "choice" if choice is not None else None, "answer" if text is not None else None) if a]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --approve, --reject, --choice N, --answer TEXT, --escalate")
+    body: dict[str, Any] = {"action": chosen[0]}
+    if choice is not None:
+        body["choice"] = choice
+    if text is not None:
+        body["text"] = text
+    if rationale:
+        body["rationale"] = rationale
+    result = app.api.post(f"/decisions/{app.api.segment(decision_id)}", body)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(f"decision {result.get('id', decision_id)}: {result.get('status', '?')}")

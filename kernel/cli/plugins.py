@@ -1,0 +1,239 @@
+"""``elowen plugin list|info|enable|disable|config|grant|install|uninstall``.
+
+Everything goes through the daemon's API, so a running daemon applies it at once (hot reload).
+``install`` and ``uninstall`` run pip in Elowen's own environment (``sys.executable -m pip``)
+and then ask the daemon to rediscover entry points (``POST /plugins/rescan``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from .app import App, Failure
+from .client import ApiError
+from .output import Column, echo_json, fields, note, table
+
+__all__ = ["parse_assignment", "plugin"]
+
+ENTRY_POINT_GROUP = "elowen.plugins"
+PLUGIN_COLUMNS: list[Column] = [
+    ("NAME", "name"),
+    ("VERSION", "version"),
+    ("STATE", lambda p: f"{p.get('state')} (restart required)" if p.get("restart_required") else p.get("state")),
+    ("SOURCE", "source"),
+    ("CAPABILITIES", lambda p: (p.get("capabilities") or {}).get("required") if isinstance(p.get("capabilities"), dict) else p.get("capabilities")),
+]
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → ``(key, value)``; VALUE is read as JSON when it parses (``3``, ``true``,
+    ``["a"]``, ``"quoted"``), else kept as a string.
+
+    Raises:
+        click.BadParameter: no ``=`` or an empty key.
+    """
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise click.BadParameter(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key.strip(), value
+
+
+def _path(app: App, name: str, action: str = "") -> str:
+    return f"/plugins/{app.api.segment(name)}" + (f"/{action}" if action else "")
+
+
+def _state_line(record: dict[str, Any]) -> str:
+    line = f"{record.get('name')}: {record.get('state')}"
+    if record.get("error"):
+        line += f" — {record['error']}"
+    if record.get("restart_required"):
+        line += " (restart required)"
+    return line
+
+
+def _plugins(app: App) -> list[dict[str, Any]]:
+    result = app.api.get("/plugins")
+    items = result.get("items", []) if isinstance(result, dict) else result
+    return [p for p in items if isinstance(p, dict)] if isinstance(items, list) else []
+
+
+def _pip(*args: str) -> int:
+    """Run pip in Elowen's environment with its output streaming to this terminal."""
+    return subprocess.call([sys.executable, "-m", "pip", "--disable-pip-version-check", *args])
+
+
+@click.group()
+def plugin() -> None:
+    """Manage plugins in the running daemon (applied at once, no restart)."""
+
+
+@plugin.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list (name, version, state, source, capabilities, …).")
+@click.pass_obj
+def plugin_list(app: App, as_json: bool) -> None:
+    """List every discovered plugin and its state."""
+    items = _plugins(app)
+    if as_json:
+        echo_json(items)
+    else:
+        table(items, PLUGIN_COLUMNS, empty="(no plugins)")
+
+
+@plugin.command("info")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the full record as JSON.")
+@click.pass_obj
+def plugin_info(app: App, name: str, as_json: bool) -> None:
+    """Show a plugin's manifest, capabilities, config and contributions (without importing it)."""
+    record = app.api.get(_path(app, name))
+    if as_json:
+        echo_json(record)
+        return
+    summary = {k: record.get(k) for k in ("name", "version", "state", "source", "entry", "description", "error") if k in record}
+    if record.get("restart_required"):
+        summary["restart_required"] = True
+    fields(summary)
+    caps = record.get("capabilities")
+    if isinstance(caps, dict):
+        click.echo("capabilities:")
+        fields({f"  {k}": v for k, v in caps.items()})
+    manifest = record.get("manifest") or {}
+    schema = manifest.get("config") if isinstance(manifest, dict) else None
+    config = record.get("config") or {}
+    if schema or config:
+        click.echo("config:")
+        keys = list(schema or {}) + [k for k in config if k not in (schema or {})]
+        for key in keys:
+            spec = (schema or {}).get(key) or {}
+            default = spec.get("default") if isinstance(spec, dict) else None
+            shown = config.get(key, default)
+            origin = "set" if key in config else "default"
+            click.echo(f"  {key} = {json.dumps(shown)} ({origin})")
+    contributes = manifest.get("contributes") if isinstance(manifest, dict) else None
+    if contributes:
+        click.echo("declares:")
+        fields({f"  {k}": v for k, v in contributes.items()})
+    current = record.get("contributions") or []
+    if current:
+        click.echo("contributes now:")
+        table(current, [("  KIND", lambda c: f"  {c.get('kind')}"), ("NAME", "name")])
+
+
+@plugin.command("enable")
+@click.argument("name")
+@click.pass_obj
+def plugin_enable(app: App, name: str) -> None:
+    """Enable a plugin (its first enable grants the capabilities it requires)."""
+    record = app.api.post(_path(app, name, "enable"))
+    click.echo(_state_line(record))
+    if record.get("state") not in ("enabled",):
+        raise Failure(f"plugin {name} is {record.get('state')}: {record.get('error') or 'see `elowen plugin info ' + name + '`'}", 1)
+
+
+@plugin.command("disable")
+@click.argument("name")
+@click.pass_obj
+def plugin_disable(app: App, name: str) -> None:
+    """Disable a plugin: everything it contributed is removed."""
+    click.echo(_state_line(app.api.post(_path(app, name, "disable"))))
+
+
+@plugin.command("config")
+@click.argument("name")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.pass_obj
+def plugin_config(app: App, name: str, assignments: tuple[str, ...]) -> None:
+    """Set config values (validated against the plugin's schema; an enabled plugin restarts)."""
+    values = dict(parse_assignment(a) for a in assignments)
+    record = app.api.patch(_path(app, name, "config"), {"values": values})
+    click.echo(_state_line(record))
+    config = record.get("config")
+    if isinstance(config, dict):
+        for key in values:
+            click.echo(f"  {key} = {json.dumps(config.get(key, values[key]))}")
+
+
+@plugin.command("grant")
+@click.argument("name")
+@click.argument("capability")
+@click.pass_obj
+def plugin_grant(app: App, name: str, capability: str) -> None:
+    """Grant a capability the plugin's manifest declares (e.g. after an upgrade)."""
+    record = app.api.post(_path(app, name, "grant"), {"capability": capability})
+    click.echo(_state_line(record))
+
+
+@plugin.command("install")
+@click.argument("spec")
+@click.option("--upgrade", "-U", is_flag=True, help="Upgrade if it is installed (pip install -U).")
+@click.pass_obj
+def plugin_install(app: App, spec: str, upgrade: bool) -> None:
+    """pip-install SPEC (a PyPI name, a wheel, a folder) into Elowen's environment and let the
+    daemon discover it."""
+    before = {p["name"]: p for p in _plugins(app) if "name" in p}
+    code = _pip("install", *(["--upgrade"] if upgrade else []), spec)
+    if code != 0:
+        raise Failure(f"pip install {spec} failed (exit status {code}); nothing was changed in the daemon", 1)
+    app.api.post("/plugins/rescan")
+    after = _plugins(app)
+    new = [p for p in after if p.get("name") not in before]
+    changed = [p for p in after if p.get("name") in before and _upgraded(before[p["name"]], p)]
+    for record in new:
+        click.echo(f"new plugin: {record.get('name')} {record.get('version')} ({record.get('state')}); enable it with `elowen plugin enable {record.get('name')}`")
+    for record in changed:
+        old = before[record["name"]].get("version")
+        if record.get("restart_required"):
+            click.echo(f"upgraded plugin: {record['name']} {old} → installed; restart required (`elowen down && elowen up`)")
+        else:
+            click.echo(f"upgraded plugin: {record['name']} {old} → {record.get('version')}")
+    if not new and not changed:
+        note(f"no new plugin found in {spec} (its distribution must declare an `{ENTRY_POINT_GROUP}` entry point)")
+
+
+def _upgraded(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    return new.get("version") != old.get("version") or bool(new.get("restart_required") and not old.get("restart_required"))
+
+
+def _distribution_of(name: str) -> str | None:
+    """The installed distribution whose ``elowen.plugins`` entry point is ``name``."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name and ep.dist is not None:
+            return str(ep.dist.metadata["Name"])
+    return None
+
+
+@plugin.command("uninstall")
+@click.argument("name")
+@click.pass_obj
+def plugin_uninstall(app: App, name: str) -> None:
+    """Disable plugin NAME, pip-uninstall its distribution, and let the daemon rediscover."""
+    dist = _distribution_of(name)
+    if dist is None:
+        raise Failure(f"no installed distribution provides the plugin {name!r}", 1)
+    if dist.lower() == "elowen":
+        raise Failure(f"{name} is a builtin plugin of Elowen itself; use `elowen plugin disable {name}`", 1)
+    try:
+        click.echo(_state_line(app.api.post(_path(app, name, "disable"))))
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+    code = _pip("uninstall", "--yes", dist)
+    if code != 0:
+        raise Failure(f"pip uninstall {dist} failed (exit status {code})", 1)
+    app.api.post("/plugins/rescan")
+    left = {p.get("name"): p for p in _plugins(app)}
+    if name in left:
+        click.echo(f"uninstalled {dist}; the daemon still lists {name} ({left[name].get('state')}) until it restarts")
+    else:
+        click.echo(f"uninstalled {dist}; plugin {name} removed")

@@ -1,0 +1,105 @@
+"""``elowen daemon start|stop|status|logs`` and ``elowen up`` / ``elowen down``."""
+
+from __future__ import annotations
+
+import click
+
+from . import daemonctl
+from .app import App, Failure
+from .daemonctl import DAEMON, SERVICES, Service
+from .output import echo_json, note
+
+__all__ = ["daemon", "down", "up"]
+
+
+def _start(app: App, services: tuple[Service, ...], foreground: bool) -> None:
+    if foreground:
+        try:
+            code = daemonctl.run_foreground(services, app.cfg)
+        except daemonctl.ControlError as exc:
+            raise Failure(str(exc), 1) from None
+        raise SystemExit(code)
+    for service in services:
+        try:
+            st = daemonctl.start(service, app.cfg, progress=note)
+        except daemonctl.ControlError as exc:
+            raise Failure(str(exc), 1) from None
+        click.echo(f"{service.name}: running (pid {st.pid}) at {st.url}")
+
+
+def _stop(app: App, services: tuple[Service, ...], timeout: float, force: bool) -> None:
+    for service in reversed(services):
+        try:
+            pid = daemonctl.stop(service, app.cfg, timeout=timeout, force=force)
+        except daemonctl.ControlError as exc:
+            raise Failure(str(exc), 1) from None
+        click.echo(f"{service.name}: stopped (pid {pid})" if pid else f"{service.name}: not running")
+
+
+@click.group()
+def daemon() -> None:
+    """Run and inspect the Elowen daemon."""
+
+
+@daemon.command("start")
+@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@click.pass_obj
+def daemon_start(app: App, foreground: bool) -> None:
+    """Start the daemon (detached, logging to $ELOWEN_HOME/logs/daemon.log) unless it runs."""
+    _start(app, (DAEMON,), foreground)
+
+
+@daemon.command("stop")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait after SIGTERM.")
+@click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")
+@click.pass_obj
+def daemon_stop(app: App, timeout: float, force: bool) -> None:
+    """Stop the daemon (SIGTERM to the pid in $ELOWEN_HOME/daemon.pid) and wait for it."""
+    _stop(app, (DAEMON,), timeout, force)
+
+
+@daemon.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@click.pass_obj
+def daemon_status(app: App, as_json: bool) -> None:
+    """Say whether the daemon answers; exit status 3 when it does not."""
+    st = daemonctl.status(DAEMON, app.cfg)
+    if as_json:
+        echo_json(st.to_dict())
+    elif st.running:
+        click.echo(f"daemon: running (pid {st.pid}, version {st.version or '?'}) at {st.url}")
+    else:
+        pid_note = f" (pid {st.pid} exists but does not answer)" if st.pid else ""
+        click.echo(f"daemon: not running at {st.url}{pid_note}; log: {st.log}")
+    if not st.running:
+        raise SystemExit(3)
+
+
+@daemon.command("logs")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("-n", "--lines", type=click.IntRange(min=0), default=50, show_default=True, help="How many last lines to print.")
+@click.pass_obj
+def daemon_logs(app: App, follow: bool, lines: int) -> None:
+    """Print the daemon's log file (the output of a detached daemon)."""
+    path = DAEMON.log_file(app.cfg)
+    try:
+        daemonctl.tail(path, lines, follow=follow, write=click.echo)
+    except FileNotFoundError:
+        raise Failure(f"no log file at {path} (the daemon was never started detached from this home)", 1) from None
+
+
+@click.command()
+@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@click.pass_obj
+def up(app: App, foreground: bool) -> None:
+    """Start everything Elowen runs (the daemon; later the web front end too)."""
+    _start(app, SERVICES, foreground)
+
+
+@click.command()
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait for each process.")
+@click.option("--force", is_flag=True, help="Send SIGKILL to what is still running after the timeout.")
+@click.pass_obj
+def down(app: App, timeout: float, force: bool) -> None:
+    """Stop everything Elowen runs, in reverse start order."""
+    _stop(app, SERVICES, timeout, force)

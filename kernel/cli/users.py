@@ -1,0 +1,100 @@
+"""``elowen user add|list|grant`` (admin)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .app import App, Failure, json_id
+from .output import echo_json, note, table
+
+__all__ = ["user"]
+
+
+def _find(app: App, name: str) -> dict[str, Any]:
+    for record in app.api.list_all("/users"):
+        if record.get("name") == name:
+            return record
+    raise Failure(f"no user named {name!r} (see `elowen user list`)", 1)
+
+
+@click.group()
+def user() -> None:
+    """Manage users and their grants (admin only)."""
+
+
+@user.command("add")
+@click.argument("name")
+@click.option("--role", type=click.Choice(["admin", "member"]), default="member", show_default=True)
+@click.option("--exec", "execs", multiple=True, help="An executor spec this user may run (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer (user and token) as JSON.")
+@click.pass_obj
+def user_add(app: App, name: str, role: str, execs: tuple[str, ...], as_json: bool) -> None:
+    """Create user NAME and print their token, once."""
+    body: dict[str, Any] = {"name": name, "role": role}
+    if execs:
+        body["allowed_execs"] = list(execs)
+    created = app.api.post("/users", body)
+    if as_json:
+        echo_json(created)
+    else:
+        record = created.get("user", {})
+        click.echo(f"created user {record.get('id')}: {record.get('name', name)} ({record.get('role', role)})")
+        click.echo(f"token: {created.get('token')}")
+    note("warning: this token is shown only once; store it now (e.g. in a password manager).")
+
+
+@user.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of users.")
+@click.pass_obj
+def user_list(app: App, as_json: bool) -> None:
+    """List users."""
+    items = app.api.list_all("/users")
+    if as_json:
+        echo_json(items)
+    else:
+        columns = [("ID", "id"), ("NAME", "name"), ("ROLE", "role"), ("EXECS", _execs), ("TOOLS", "tool_grants")]
+        if any("projects" in u for u in items):
+            columns.append(("PROJECTS", "projects"))
+        table(items, columns, empty="(no users)")
+
+
+@user.command("grant")
+@click.argument("name")
+@click.option("--project", "projects", multiple=True, help="A project id the user may see and act on (repeatable).")
+@click.option("--exec", "execs", multiple=True, help="An executor spec the user may run (repeatable).")
+@click.option("--tool", "tools", multiple=True, help="A tool the user may call (repeatable).")
+@click.pass_obj
+def user_grant(app: App, name: str, projects: tuple[str, ...], execs: tuple[str, ...], tools: tuple[str, ...]) -> None:
+    """Give user NAME access to a project, an executor or a tool."""
+    if not (projects or execs or tools):
+        raise click.UsageError("give at least one of --project, --exec, --tool")
+    record = _find(app, name)
+    path = f"/users/{app.api.segment(record['id'])}"
+    for project_id in projects:
+        app.api.post(f"{path}/projects", {"project_id": json_id(project_id)})
+        click.echo(f"{name}: may use project {project_id}")
+    patch: dict[str, Any] = {}
+    if execs and record.get("allowed_execs") is None:
+        click.echo(f"{name}: already may run every executor the daemon allows (no personal list)")
+    elif execs:
+        patch["allowed_execs"] = _merged(record.get("allowed_execs"), execs)
+    if tools:
+        patch["tool_grants"] = _merged(record.get("tool_grants"), tools)
+    if patch:
+        app.api.patch(path, patch)
+        for key, added in (("allowed_execs", execs), ("tool_grants", tools)):
+            if added:
+                click.echo(f"{name}: {key} now {', '.join(patch[key])}")
+
+
+def _execs(record: dict[str, Any]) -> Any:
+    value = record.get("allowed_execs")
+    return "(daemon's list)" if value is None else value
+
+
+def _merged(current: Any, added: tuple[str, ...]) -> list[str]:
+    out = [str(v) for v in current] if isinstance(current, list) else []
+    out.extend(v for v in added if v not in out)
+    return out

@@ -1,0 +1,36 @@
+"""The quart-trio application: configuration, error handlers and every route group."""
+
+from __future__ import annotations
+
+from quart_trio import QuartTrio
+
+from .api import IdConverter, RouteSpec
+from .errors import register_error_handlers
+from .openapi import build_openapi
+from .routes import audit, events, health, plugins, projects, tasks, users
+from .state import EXTENSION, DaemonState
+
+__all__ = ["MAX_BODY", "create_app"]
+
+#: Largest accepted request body (bytes); larger ones are answered 413.
+MAX_BODY = 1024 * 1024
+
+_GROUPS = (health, users, projects, tasks, plugins, audit, events)
+
+
+def create_app(state: DaemonState, *, max_body: int = MAX_BODY, response_timeout: float = 60.0) -> QuartTrio:
+    """The daemon's app over ``state`` (its OpenAPI document is stored in ``state.openapi``).
+
+    ``max_body``: bytes per request body (413 above). ``response_timeout``: seconds a
+    response may take (SSE streams are exempt).
+    """
+    app = QuartTrio("elowen.daemon")
+    app.config.update(MAX_CONTENT_LENGTH=max_body, BODY_TIMEOUT=30, RESPONSE_TIMEOUT=response_timeout)
+    app.url_map.converters["id"] = IdConverter
+    app.extensions[EXTENSION] = state
+    register_error_handlers(app)
+    specs: list[RouteSpec] = []
+    for group in _GROUPS:
+        specs.extend(group.api.register(app))
+    state.openapi = build_openapi(specs)
+    return app

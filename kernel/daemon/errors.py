@@ -1,0 +1,164 @@
+"""API errors and the handlers that turn every failure into the error shape.
+
+Every error response is ``{"error": {"code": "<snake_case>", "message": "..."}}`` with status
+400 (malformed), 401 (no or bad token), 403 (not allowed), 404, 409 (conflict or state), 413
+(body too large) or 422 (validation). Anything unexpected is logged and answered 500 with the
+same shape (``internal_error``), never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from quart import Quart, Response
+from werkzeug.exceptions import HTTPException
+
+__all__ = [
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "Forbidden",
+    "NotFound",
+    "Unauthorized",
+    "Unprocessable",
+    "error_response",
+    "register_error_handlers",
+]
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    408: "request_timeout",
+    409: "conflict",
+    411: "length_required",
+    413: "too_large",
+    414: "uri_too_long",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    431: "headers_too_large",
+    503: "unavailable",
+}
+
+
+class ApiError(Exception):
+    """An error answered with :attr:`status` and ``{"error": {"code", "message"}}``."""
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+
+
+class BadRequest(ApiError):
+    status, code = 400, "bad_request"
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ApiError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(ApiError):
+    status, code = 404, "not_found"
+
+
+class Conflict(ApiError):
+    status, code = 409, "conflict"
+
+
+class Unprocessable(ApiError):
+    status, code = 422, "validation_error"
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    """A JSON error response in the API's shape."""
+    body = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
+    return Response(body, status=status, mimetype="application/json", headers=headers)
+
+
+async def drain_body() -> bool:
+    """Read what is left of the request body (an unread body leaves the keep-alive connection
+    stuck). Returns ``False`` when it could not be read (too large, broken): the response
+    must then close the connection."""
+    import trio
+    from quart import request
+
+    try:
+        with trio.move_on_after(2.0) as scope:
+            await request.get_data(cache=True)
+        return not scope.cancelled_caught
+    except Exception:
+        return False
+
+
+def _finish(response: Response, drained: bool) -> Response:
+    if not drained:
+        response.headers["Connection"] = "close"
+    return response
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def register_error_handlers(app: Quart) -> None:
+    """Register handlers for :class:`ApiError`, Quart/Werkzeug HTTP errors, kernel errors
+    that map to client errors, and a last-resort handler for everything else."""
+    from elowen_sdk import ConfigError
+
+    from elowen.core.registry import PluginNotFound
+
+    from .execspec import ExecSpecError
+
+    @app.errorhandler(ApiError)
+    async def _api_error(exc: ApiError) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return _finish(error_response(exc.status, exc.code, exc.message, headers), await drain_body())
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = _HTTP_CODES.get(status) or _snake(type(exc).__name__)
+        message = exc.description or exc.name
+        if status == 413:
+            # The unread body is still on the wire: the connection cannot be reused.
+            message, drained = "request body too large", False
+        else:
+            drained = await drain_body()
+        response = _finish(error_response(status, code, message), drained)
+        if status == 405 and getattr(exc, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
+        return response
+
+    @app.errorhandler(ExecSpecError)
+    async def _exec_error(exc: ExecSpecError) -> Response:
+        return _finish(error_response(422, "invalid_exec", str(exc)), await drain_body())
+
+    @app.errorhandler(PluginNotFound)
+    async def _plugin_not_found(exc: PluginNotFound) -> Response:
+        return _finish(error_response(404, "not_found", str(exc)), await drain_body())
+
+    @app.errorhandler(ConfigError)
+    async def _config_error(exc: ConfigError) -> Response:
+        return _finish(error_response(422, "invalid_config", str(exc)), await drain_body())
+
+    @app.errorhandler(Exception)
+    async def _unexpected(exc: Exception) -> Response:
+        log.error("unhandled error", exc_info=exc)
+        return _finish(error_response(500, "internal_error", "internal error; see the daemon log"), await drain_body())
+

@@ -1,0 +1,45 @@
+"""``/projects``: folders on disk that tasks belong to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..api import Api, Page, decode_cursor, paginate
+from ..auth import Principal
+from ..errors import Conflict, NotFound, Unprocessable
+from ..models import ProjectCreate, ProjectOut, list_of
+from ..services.projects import ProjectError, ProjectExists
+from ..state import current
+
+api = Api("projects")
+
+
+@api.route("GET", "/projects", summary="List the projects the caller can see", query=Page, response=list_of(ProjectOut))
+async def list_projects(me: Principal, query: Page) -> dict[str, Any]:
+    state = current()
+    visible = None if me.is_admin else state.access.projects(me.user_id)
+    rows = state.projects.list(visible=visible, after=decode_cursor(query.cursor), limit=query.limit + 1)
+    return paginate(rows, query.limit)
+
+
+@api.route("POST", "/projects", summary="Create a project for an existing folder", auth="admin", body=ProjectCreate,
+           response=ProjectOut, status=201, errors=(409,))
+async def create_project(me: Principal, body: ProjectCreate) -> dict[str, Any]:
+    state = current()
+    try:
+        project = state.projects.create(body.name, body.path)
+    except ProjectExists as exc:
+        raise Conflict(str(exc)) from None
+    except ProjectError as exc:
+        raise Unprocessable(str(exc), code="invalid_path") from None
+    state.kernel.store.audit(me.actor, "project.create", f"project:{project['id']}", "ok", {"path": project["path"]})
+    return project
+
+
+@api.route("GET", "/projects/<id:project_id>", summary="One project", response=ProjectOut, errors=(404,))
+async def get_project(me: Principal, project_id: int) -> dict[str, Any]:
+    state = current()
+    project = state.projects.get(project_id)
+    if project is None or not state.access.can_see(me, project_id):
+        raise NotFound(f"project {project_id} not found")
+    return project

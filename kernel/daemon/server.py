@@ -1,0 +1,355 @@
+"""Running the daemon: one instance per ``ELOWEN_HOME``, hypercorn's trio worker, graceful
+shutdown.
+
+* A lock file ``$ELOWEN_HOME/daemon.lock`` (``fcntl.flock``) keeps a second instance out; the
+  pid file ``$ELOWEN_HOME/daemon.pid`` holds ``{"pid", "port", "host", "started_at"}``.
+* The listening socket is bound before the kernel starts, so a taken port fails fast with a
+  clear message (:class:`DaemonError`, exit code 2 from :func:`main`).
+* Loopback only unless ``allow_remote``.
+* Shutdown (SIGTERM/SIGINT in :func:`main`, or the ``shutdown`` event): stop accepting, end
+  SSE streams (the event bus closes), let in-flight requests finish (up to
+  :data:`GRACEFUL_TIMEOUT`), then the kernel stops (plugins disabled, audit flushed, store
+  closed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import functools
+import ipaddress
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+from elowen_sdk import ElowenError, Service
+
+from elowen.core.kernel import Kernel
+from elowen.core.settings import Settings
+from elowen.core.store import utc_iso
+
+from .auth import Access, bootstrap_admin
+from .state import DaemonState
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DaemonError", "build_state", "main", "serve"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4400
+GRACEFUL_TIMEOUT = 5.0
+PRUNE_INTERVAL = 60.0
+LOCK_NAME = "daemon.lock"
+PID_NAME = "daemon.pid"
+
+
+class DaemonError(ElowenError):
+    """The daemon cannot start (another instance, port taken, refused host)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names the loopback interface."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_pid_file(home: Path) -> dict[str, object] | None:
+    """The pid file's content, or ``None`` when missing or unreadable."""
+    try:
+        data = json.loads((home / PID_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class _InstanceLock:
+    def __init__(self, home: Path) -> None:
+        self.path = home / LOCK_NAME
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            info = read_pid_file(home) or {}
+            raise DaemonError(
+                f"another Elowen daemon is already running for {home} "
+                f"(pid {info.get('pid', '?')}, port {info.get('port', '?')}); stop it first"
+            ) from None
+
+    def release(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise DaemonError(f"cannot resolve host {host!r}: {exc}") from None
+    family, type_, proto, _, addr = infos[0]
+    sock = socket.socket(family, type_, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise DaemonError(
+                f"port {port} on {host} is already in use; stop what listens there or choose another "
+                "port (--port or ELOWEN_PORT)"
+            ) from None
+        raise DaemonError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+def _write_pid(home: Path, host: str, port: int) -> None:
+    path = home / PID_NAME
+    tmp = path.with_name(f".{PID_NAME}.tmp")
+    data = {"pid": os.getpid(), "port": port, "host": host, "started_at": utc_iso()}
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+    os.replace(tmp, path)
+
+
+def _remove_pid(home: Path) -> None:
+    info = read_pid_file(home)
+    if info is not None and info.get("pid") == os.getpid():
+        (home / PID_NAME).unlink(missing_ok=True)
+
+
+def build_state(kernel: Kernel, heartbeat: float = 15.0) -> DaemonState:
+    """The daemon's services over a running kernel; the task service is also offered to
+    plugins as the kernel service ``"tasks"`` (``ctx.service("tasks")``)."""
+    from .services.projects import ProjectService
+    from .services.tasks import TaskService
+    from .services.users import UserService
+
+    access = Access(kernel.store)
+    state = DaemonState(
+        kernel=kernel,
+        tasks=None,  # type: ignore[arg-type]  # set below: it needs state.resolve_exec
+        users=UserService(kernel.store, access),
+        projects=ProjectService(kernel.store, kernel.events),
+        access=access,
+        heartbeat=heartbeat,
+    )
+    state.tasks = TaskService(kernel.store, kernel.events, state.resolve_exec)
+    kernel.contributions.add("kernel", "service", Service("tasks", state.tasks), [])
+    return state
+
+
+async def _prune_events(kernel: Kernel) -> None:
+    while True:
+        await trio.sleep(PRUNE_INTERVAL)
+        try:
+            deleted = kernel.events.prune()
+        except Exception:
+            log.exception("pruning the events table failed")
+        else:
+            if deleted:
+                log.debug("pruned %d old events", deleted)
+
+
+async def serve(
+    home: Path,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    allow_remote: bool = False,
+    heartbeat: float = 15.0,
+    discover_plugins: bool = True,
+    response_timeout: float = 60.0,
+    shutdown: trio.Event | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the daemon until ``shutdown`` is set (or cancellation).
+
+    Args:
+        home: ``ELOWEN_HOME`` (created if missing).
+        host, port: where to listen (port 0: any free port; the pid file and ``started()``
+            give the real one).
+        allow_remote: permit a non-loopback ``host``.
+        heartbeat: seconds between SSE heartbeat comments.
+        discover_plugins: read the ``elowen.plugins`` entry points.
+        response_timeout: Quart's ``RESPONSE_TIMEOUT`` in seconds (SSE streams are exempt).
+        shutdown: set it to shut down gracefully.
+        task_status: ``started(port)`` once requests are being served.
+
+    Raises:
+        DaemonError: another instance holds the lock, the port is taken, or the host is not
+            loopback without ``allow_remote``.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+
+    from .app import create_app
+
+    t0 = time.perf_counter()
+    if not allow_remote and not is_loopback(host):
+        raise DaemonError(f"refusing to listen on non-loopback host {host!r} without --allow-remote")
+    home = Path(home)
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    lock = _InstanceLock(home)
+    try:
+        sock = _bind(host, port)
+        real_port = int(sock.getsockname()[1])
+        try:
+            async with Kernel.open(home, discover_entry_points=discover_plugins) as kernel:
+                bootstrap_admin(kernel.store, home)
+                state = build_state(kernel, heartbeat)
+                app = create_app(state, response_timeout=response_timeout)
+                config = Config()
+                config.bind = [f"fd://{sock.detach()}"]
+                config.graceful_timeout = GRACEFUL_TIMEOUT
+                config.accesslog = None
+                config.errorlog = logging.getLogger("hypercorn.error")
+                stop = shutdown if shutdown is not None else trio.Event()
+
+                async def trigger() -> None:
+                    await stop.wait()
+                    log.info("shutting down: ending event streams, finishing in-flight requests")
+                    state.stopping.set()
+                    kernel.events.close()
+
+                http_scope = trio.CancelScope()
+
+                async def run_http(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                    with http_scope:
+                        await hypercorn_serve(app, config, shutdown_trigger=trigger, task_status=task_status)
+                    nursery.cancel_scope.cancel()  # the pruner
+
+                async def drain() -> None:
+                    # hypercorn keeps idle keep-alive connections until its graceful timeout;
+                    # once no request is in flight there is nothing left to wait for.
+                    await stop.wait()
+                    with trio.move_on_after(GRACEFUL_TIMEOUT):
+                        while state.inflight > 0:
+                            await trio.sleep(0.01)
+                    if state.inflight:
+                        log.warning("%d requests still running after %.0f s; cancelling them", state.inflight, GRACEFUL_TIMEOUT)
+                    await trio.sleep(0.05)  # let the last responses reach the socket
+                    http_scope.cancel()
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_prune_events, kernel)
+                    nursery.start_soon(drain)
+                    await nursery.start(run_http)
+                    _write_pid(home, host, real_port)
+                    log.info(
+                        "Elowen daemon %d listening on http://%s:%d (home %s), ready in %.0f ms",
+                        os.getpid(), host, real_port, home, (time.perf_counter() - t0) * 1000,
+                    )
+                    task_status.started(real_port)
+                log.info("HTTP server stopped; stopping the kernel")
+        finally:
+            if sock.fileno() != -1:
+                sock.close()
+            _remove_pid(home)
+    finally:
+        lock.release()
+    log.info("Elowen daemon stopped")
+
+
+# ---------------------------------------------------------------------- command line
+
+
+def setup_logging(home: Path, level: str = "INFO") -> Path:
+    """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr. Returns the log file."""
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = logs / "daemon.log"
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8")
+    file_handler.setFormatter(fmt)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [file_handler, stderr]
+    root.setLevel(level.upper())
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m elowen.daemon", description="Run the Elowen daemon in the foreground.")
+    p.add_argument("--host", help="address to listen on (default ELOWEN_HOST, [daemon] host, or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default ELOWEN_PORT, [daemon] port, or 4400; 0: any free port)")
+    p.add_argument("--home", help="Elowen's home folder (default ELOWEN_HOME or ~/.config/elowen)")
+    p.add_argument("--allow-remote", action="store_true", help="permit a non-loopback host")
+    p.add_argument("--no-plugins", action="store_true", help="do not load plugins from entry points")
+    p.add_argument("--log-level", default=os.environ.get("ELOWEN_LOG_LEVEL", "INFO"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m elowen.daemon``. Exit codes: 0 after a clean shutdown, 2 when the daemon
+    cannot start (:class:`DaemonError` or invalid settings), 1 on a crash."""
+    from elowen.core import paths
+
+    args = _parser().parse_args(argv)
+    if args.home:
+        os.environ["ELOWEN_HOME"] = str(Path(args.home).expanduser().absolute())
+    home = paths.home()
+    setup_logging(home, args.log_level)
+    try:
+        daemon_settings = Settings(home).load().get("daemon", {})
+        host = args.host or os.environ.get("ELOWEN_HOST") or daemon_settings.get("host") or DEFAULT_HOST
+        port = args.port if args.port is not None else int(os.environ.get("ELOWEN_PORT") or daemon_settings.get("port") or DEFAULT_PORT)
+        heartbeat = float(os.environ.get("ELOWEN_SSE_HEARTBEAT", "15"))
+        response_timeout = float(os.environ.get("ELOWEN_RESPONSE_TIMEOUT", "60"))
+        trio.run(functools.partial(
+            _run, home, host, port, allow_remote=args.allow_remote, heartbeat=heartbeat,
+            discover_plugins=not args.no_plugins, response_timeout=response_timeout,
+        ))
+    except (DaemonError, ElowenError, ValueError) as exc:
+        log.error("elowen daemon: %s", exc)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    except Exception:
+        log.exception("elowen daemon crashed")
+        return 1
+    return 0
+
+
+async def _run(home: Path, host: str, port: int, **kwargs: object) -> None:
+    stop = trio.Event()
+    failure: list[DaemonError] = []
+
+    async def on_signals(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
+            async for signum in signals:
+                if stop.is_set():
+                    log.warning("second %s: stopping now", signal.Signals(signum).name)
+                    nursery.cancel_scope.cancel()
+                    return
+                log.info("%s received: shutting down gracefully", signal.Signals(signum).name)
+                stop.set()
+
+    async def run() -> None:
+        try:
+            await serve(home, host, port, shutdown=stop, **kwargs)  # type: ignore[arg-type]
+        except DaemonError as exc:
+            failure.append(exc)
+        finally:
+            nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(on_signals)
+        nursery.start_soon(run)
+    if failure:
+        raise failure[0]

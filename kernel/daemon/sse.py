@@ -1,0 +1,95 @@
+"""Server-sent events from the event bus.
+
+Wire format: WHATWG HTML Living Standard, "Server-sent events" (§9.2): each event is
+``id: N\\nevent: <type>\\ndata: <json>\\n\\n``; lines starting with ``:`` are comments (our
+heartbeat is ``: heartbeat``); ``retry: ms`` sets the client's reconnection delay. A client
+resumes with the ``Last-Event-ID`` header.
+
+Events queued for a stream while it was sending are written together in one chunk
+(coalescing). A stream whose subscriber fell behind (the bus dropped it) simply ends; the
+client reconnects with ``Last-Event-ID`` and the replay fills the gap from the ``events``
+table.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import trio
+from elowen_sdk import Event
+
+from elowen.core.events import EventBus, SubscriberDropped
+
+__all__ = ["RETRY_MS", "encode", "parse_types", "stream_events"]
+
+log = logging.getLogger(__name__)
+
+RETRY_MS = 2_000
+_TYPE = re.compile(r"^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$")
+
+
+def parse_types(text: str | None) -> list[str] | None:
+    """``"task.*,signal"`` → ``["task.*", "signal"]``; ``None``/empty → ``None`` (all).
+
+    Raises:
+        ValueError: a pattern that is not ``name(.name)*``, ``prefix.*`` or ``*``.
+    """
+    if text is None or not text.strip():
+        return None
+    types = [t.strip() for t in text.split(",") if t.strip()]
+    for t in types:
+        if len(t) > 200 or not _TYPE.match(t):
+            raise ValueError(f"invalid event type pattern {t!r} (use e.g. task.created, task.*, *)")
+    return types
+
+
+def encode(events: Sequence[Event]) -> bytes:
+    """Events in SSE wire format, concatenated."""
+    parts = []
+    for e in events:
+        data = json.dumps(e.data, ensure_ascii=False, separators=(",", ":"))
+        parts.append(f"id: {e.id}\nevent: {e.type}\ndata: {data}\n\n")
+    return "".join(parts).encode("utf-8")
+
+
+async def stream_events(
+    bus: EventBus,
+    *,
+    last_event_id: int,
+    types: list[str] | None,
+    project_filter: Callable[[int | None], bool] | None,
+    heartbeat: float,
+    counter: Any = None,
+) -> AsyncIterator[bytes]:
+    """The body of a ``GET /events`` response: events after ``last_event_id`` then live ones,
+    a heartbeat comment after ``heartbeat`` seconds without an event. Ends when the bus
+    closes (shutdown) or drops this subscriber. ``counter.inflight`` (if given) counts the
+    stream while it runs, so a graceful shutdown waits for it to end."""
+    if counter is not None:
+        counter.inflight += 1
+    yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
+    try:
+        async with bus.subscribe(last_event_id=last_event_id, types=types, project_filter=project_filter) as sub:
+            while True:
+                event: Event | None = None
+                with trio.move_on_after(heartbeat):
+                    try:
+                        event = await sub.__anext__()
+                    except StopAsyncIteration:
+                        return
+                    except SubscriberDropped as exc:
+                        log.info("SSE stream ended: subscriber fell behind after event %s", exc.last_id)
+                        return
+                if event is None:
+                    yield b": heartbeat\n\n"
+                    continue
+                yield encode([event, *sub.ready_nowait()])
+    except trio.ClosedResourceError:
+        return  # the bus closed (shutdown) before the subscription began
+    finally:
+        if counter is not None:
+            counter.inflight -= 1

@@ -1,0 +1,117 @@
+"""``elowen plugin …`` against a running daemon: list/info/enable/disable/config/grant with
+the builtin tmux plugin, and install/uninstall of the example plugin ``contrib/elowen-hello``
+(its wheel built into tmp, pip-installed into this environment, removed afterwards), which goes
+``discovered`` → ``enabled`` in the running daemon without a restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import Home
+
+pytestmark = pytest.mark.slow
+
+HELLO = Path(__file__).resolve().parents[2] / "contrib" / "elowen-hello"
+
+
+def _plugins(home: Home) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in home.json("plugin", "list")}
+
+
+def test_plugin_list_info_and_toggle_builtin_tmux(daemon: Home) -> None:
+    plugins = _plugins(daemon)
+    tmux = plugins["tmux"]
+    assert {"name", "version", "state"} <= set(tmux) and tmux["state"] == "enabled"
+    table = daemon.ok("plugin", "list").splitlines()
+    assert table[0].split() == ["NAME", "VERSION", "STATE", "SOURCE", "CAPABILITIES"]
+    assert any(line.split()[:3] == ["tmux", tmux["version"], "enabled"] for line in table)
+
+    info = daemon.json("plugin", "info", "tmux")
+    assert info["manifest"]["name"] == "tmux" and info["config"]["socket"] == daemon.tmux_socket
+    human = daemon.ok("plugin", "info", "tmux")
+    assert "capabilities:" in human and "process.spawn" in human and "width = 200 (default)" in human
+
+    assert daemon.ok("plugin", "disable", "tmux").strip() == "tmux: disabled"
+    assert _plugins(daemon)["tmux"]["state"] == "disabled"
+    assert daemon.ok("plugin", "enable", "tmux").strip() == "tmux: enabled"
+    assert _plugins(daemon)["tmux"]["state"] == "enabled"
+
+    out = daemon.ok("plugin", "config", "tmux", "width=120", "enter_delay=0.25")
+    assert "width = 120" in out and "enter_delay = 0.25" in out
+    info = daemon.json("plugin", "info", "tmux")
+    assert info["config"]["width"] == 120 and info["state"] == "enabled"
+
+    bad = daemon.run("plugin", "config", "tmux", "width=5")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "width" in bad.stderr
+
+    assert "tmux: enabled" in daemon.ok("plugin", "grant", "tmux", "process.spawn")
+    undeclared = daemon.run("plugin", "grant", "tmux", "net:example.com")
+    assert undeclared.returncode == 1 and "does not declare" in undeclared.stderr
+
+    missing = daemon.run("plugin", "info", "no-such-plugin")
+    assert missing.returncode == 1 and missing.stderr.startswith("error: ")
+
+
+@pytest.fixture
+def hello_wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The example plugin's wheel, built into tmp; the distribution is uninstalled afterwards
+    whatever the test did."""
+    out = tmp_path_factory.mktemp("wheels")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(HELLO)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("elowen_hello-*.whl")
+    try:
+        yield wheel
+    finally:
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "elowen-hello"], capture_output=True, timeout=120)
+
+
+def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hello_wheel: Path) -> None:
+    pid = daemon.pid_info()["pid"]
+    assert "hello" not in _plugins(daemon)
+
+    proc = daemon.run("plugin", "install", str(hello_wheel), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "new plugin: hello 0.1.0 (discovered)" in proc.stdout
+    assert "Successfully installed elowen-hello" in proc.stdout  # pip's own output streamed through
+    hello = _plugins(daemon)["hello"]
+    assert hello["state"] == "discovered" and hello["source"] == "elowen-hello"
+    info = daemon.json("plugin", "info", "hello")
+    assert info["manifest"]["contributes"]["tools"] == ["hello.greet"] and info["contributions"] == []
+
+    assert daemon.ok("plugin", "enable", "hello").strip() == "hello: enabled"
+    info = daemon.json("plugin", "info", "hello")
+    assert info["state"] == "enabled"
+    assert {"kind": "tool", "name": "hello.greet"} in info["contributions"]
+    assert "hook.mutate:turn_context" in info["capabilities"]["granted"]
+    assert "hello: enabled" in daemon.ok("plugin", "config", "hello", "greeting=Hi")
+    assert daemon.json("plugin", "info", "hello")["config"] == {"greeting": "Hi"}
+    assert daemon.pid_info()["pid"] == pid, "no restart"
+
+    # installing the same version again finds nothing new
+    again = daemon.run("plugin", "install", str(hello_wheel), timeout=300)
+    assert again.returncode == 0 and "no new plugin" in again.stderr
+
+    out = daemon.ok("plugin", "uninstall", "hello", timeout=300)
+    assert "hello: disabled" in out and "uninstalled elowen-hello" in out
+    listed = _plugins(daemon)
+    assert "hello" not in listed or listed["hello"]["state"] == "disabled"
+    gone = subprocess.run([sys.executable, "-m", "pip", "show", "elowen-hello"], capture_output=True, timeout=60)
+    assert gone.returncode != 0
+
+    builtin = daemon.run("plugin", "uninstall", "tmux")
+    assert builtin.returncode == 1 and "builtin" in builtin.stderr
+
+
+def test_plugin_install_failure(daemon: Home, tmp_path: Path) -> None:
+    proc = daemon.run("plugin", "install", str(tmp_path / "missing-folder"), timeout=300)
+    assert proc.returncode == 1 and "error: pip install" in proc.stderr
