@@ -87,7 +87,7 @@ async def run(panes: int, seconds: float) -> dict[str, Any]:
     repo = tmp / "repo"
     repo.mkdir()
     config = {
-        "tmux": {"socket": socket, "width": 200, "height": 50},
+        "tmux": {"socket": socket, "width": 200, "height": 50, "pause_after": 0},
         "claude-code": {"binary": str(wrapper), "env": {"BENCH_LOG": str(log), "BENCH_PROMPT": str(PROMPT)}},
         "agents": {"max_agents": panes, "scheduler_interval": 1.0, "preseed_trust": False},
     }

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import IO, Any
 
-import click
-
-from . import daemonctl
 from .client import Client
 from .config import Config
+from .errors import Failure
 from .output import note
 
 __all__ = ["App", "Failure", "json_id"]
-
-
-class Failure(click.ClickException):
-    """An expected failure: prints ``error: <message>`` on stderr and exits ``exit_code``."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
-    def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}", err=True)
 
 
 @dataclass
@@ -42,6 +28,8 @@ class App:
         return self._client
 
     def _autostart(self) -> bool:
+        from . import daemonctl  # only when nothing answered: keeps subprocess off the hot path
+
         self.autostarting = True
         daemonctl.start(daemonctl.DAEMON, self.cfg, progress=note)
         self.autostarting = False

@@ -184,8 +184,12 @@ class Client:
 
     # ------------------------------------------------------------------ requests
 
-    def request(self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None, auth: bool = True) -> Any:
+    def request(
+        self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None, auth: bool = True, timeout: float | None = None
+    ) -> Any:
         """Send one request and return the decoded JSON body (``None`` for an empty body).
+        ``auth=False`` sends no token and never autostarts; ``timeout`` overrides
+        :attr:`timeout` (seconds).
 
         Raises:
             ApiError: the status is not 2xx.
@@ -193,7 +197,7 @@ class Client:
         """
         payload = None if body is None else json.dumps(body).encode()
         extra = {"Content-Type": "application/json"} if payload is not None else {}
-        conn, resp = self._open(method, self.url_path(path, query), payload, extra, auth=auth, timeout=self.timeout, autostart=auth)
+        conn, resp = self._open(method, self.url_path(path, query), payload, extra, auth=auth, timeout=timeout or self.timeout, autostart=auth)
         try:
             data = resp.read()
         except (OSError, http.client.HTTPException) as exc:
@@ -220,13 +224,10 @@ class Client:
 
     def health(self, timeout: float = 1.0) -> dict[str, Any] | None:
         """``GET /health`` with a short timeout; ``None`` if nothing (healthy) answers."""
-        saved, self.timeout = self.timeout, timeout
         try:
-            result = self.request("GET", "/health", auth=False)
+            result = self.request("GET", "/health", auth=False, timeout=timeout)
         except (Unreachable, ApiError):
             return None
-        finally:
-            self.timeout = saved
         return result if isinstance(result, dict) else None
 
     def list_items(self, path: str, query: dict[str, Any] | None = None, *, follow: bool = True) -> tuple[list[dict[str, Any]], bool]:

@@ -4,7 +4,10 @@ later: add a :class:`Service` to :data:`SERVICES`).
 Files, per service, in ``$ELOWEN_HOME``:
 
 * ``<name>.pid`` — written by the service itself: JSON ``{"pid": N, "port": P}``;
-* ``logs/<name>.log`` — the detached process's stdout and stderr (appended).
+* ``logs/<name>.log`` — the service's own log (it writes and rotates it; ``elowen daemon logs``);
+* ``logs/<name>.out`` — the detached process's stdout and stderr (appended): the same lines as
+  the log while it runs, plus what it prints before its logging is set up or when it crashes.
+  Kept apart so the rotating log is not written twice.
 
 Processes are started with ``sys.executable -m <module>`` so they run in Elowen's own
 environment, detached into their own session (closing the terminal does not stop them), with
@@ -26,6 +29,7 @@ from typing import Any
 
 from .client import Client
 from .config import Config
+from .errors import ControlError
 
 __all__ = [
     "DAEMON",
@@ -47,10 +51,6 @@ STOP_TIMEOUT = 15.0  # seconds; the daemon finishes in-flight requests and flush
 POLL = 0.05
 
 
-class ControlError(Exception):
-    """A start or stop did not succeed; the message says why and what to look at."""
-
-
 @dataclass(frozen=True, slots=True)
 class Service:
     """One background process Elowen runs.
@@ -70,6 +70,9 @@ class Service:
 
     def log_file(self, cfg: Config) -> Path:
         return cfg.home / "logs" / f"{self.name}.log"
+
+    def output_file(self, cfg: Config) -> Path:
+        return cfg.home / "logs" / f"{self.name}.out"
 
     def health(self, cfg: Config, timeout: float = 1.0) -> dict[str, Any] | None:
         """The service's ``/health`` body, or ``None`` if it does not answer."""
@@ -138,12 +141,15 @@ def _runs_module(pid: int, module: str) -> bool:
     return module.encode() in argv
 
 
-def _log_tail(path: Path, lines: int = 15) -> str:
+def _log_tail(path: Path, since: int = 0, lines: int = 15) -> str:
+    """The last ``lines`` lines written to ``path`` after byte offset ``since``."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with open(path, "rb") as f:
+            f.seek(since)
+            text = f.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(text.splitlines()[-lines:]) or "(nothing)"
 
 
 # ---------------------------------------------------------------------- commands
@@ -178,13 +184,14 @@ def start(service: Service, cfg: Config, *, timeout: float = START_TIMEOUT, prog
     current = status(service, cfg)
     if current.running:
         return current
-    log_path = service.log_file(cfg)
+    log_path = service.output_file(cfg)
     log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if progress:
-        progress(f"elowen: starting the {service.name} at {service.url(cfg)} (log: {log_path}) …")
+        progress(f"elowen: starting the {service.name} at {service.url(cfg)} (log: {service.log_file(cfg)}) …")
     began = time.monotonic()
     env = dict(os.environ, ELOWEN_HOME=str(cfg.home))
     with open(log_path, "ab") as log:
+        offset = log.tell()
         proc = subprocess.Popen(
             [sys.executable, "-m", service.module],
             stdin=subprocess.DEVNULL,
@@ -205,11 +212,11 @@ def start(service: Service, cfg: Config, *, timeout: float = START_TIMEOUT, prog
             return status(service, cfg)
         code = proc.poll()
         if code is not None:
-            raise ControlError(f"the {service.name} exited with status {code} while starting; end of {log_path}:\n{_log_tail(log_path)}")
+            raise ControlError(f"the {service.name} exited with status {code} while starting; its output ({log_path}):\n{_log_tail(log_path, offset)}")
         time.sleep(POLL)
     raise ControlError(
         f"the {service.name} (pid {proc.pid}) did not answer {service.url(cfg)}/health within {timeout:.0f} s; "
-        f"end of {log_path}:\n{_log_tail(log_path)}"
+        f"its output ({log_path}):\n{_log_tail(log_path, offset)}"
     )
 
 
@@ -255,11 +262,13 @@ def _wait_exit(pid: int, timeout: float) -> bool:
 
 
 def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
-    """Run ``services`` attached to this terminal (output on it) until one exits or the user
-    presses Ctrl-C; returns the exit status of the first that exited.
+    """Run ``services`` attached to this terminal (their output on it) until one exits, or
+    until Ctrl-C / SIGTERM reaches this process; returns the exit status of the first service
+    that exited (after Ctrl-C: of the first service, 0 when it shut down cleanly).
 
-    Ctrl-C reaches the children too (same process group); they get ``STOP_TIMEOUT`` seconds to
-    finish, then SIGTERM, then SIGKILL.
+    The services run in their own process group, so a terminal's Ctrl-C reaches only this
+    process, which then sends each service exactly one SIGTERM (a second signal would make the
+    daemon stop at once instead of gracefully) and waits ``STOP_TIMEOUT`` seconds before SIGKILL.
 
     Raises:
         ControlError: one of them is already running.
@@ -269,36 +278,39 @@ def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
         if current.running:
             raise ControlError(f"the {service.name} is already running (pid {current.pid}) at {current.url}; `elowen down` first")
     env = dict(os.environ, ELOWEN_HOME=str(cfg.home))
-    procs = [subprocess.Popen([sys.executable, "-m", s.module], env=env) for s in services]
-    code = 0
+    procs: list[subprocess.Popen[bytes]] = []
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        for service in services:
+            procs.append(subprocess.Popen([sys.executable, "-m", service.module], env=env, start_new_session=True))
         while True:
             done = [p for p in procs if p.poll() is not None]
             if done:
-                code = done[0].returncode
-                break
+                return done[0].returncode
             time.sleep(0.2)
     except KeyboardInterrupt:
-        code = 130
+        _terminate(procs)
+        return procs[0].returncode if procs and procs[0].returncode is not None and procs[0].returncode >= 0 else 130
     finally:
         _terminate(procs)
-    return code
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _terminate(procs: list[subprocess.Popen[bytes]]) -> None:
-    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+    """SIGTERM to every process still running, then SIGKILL after ``STOP_TIMEOUT``."""
+    for sig, wait in ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, 5.0)):
         alive = [p for p in procs if p.poll() is None]
         if not alive:
             return
         for p in alive:
-            if sig is not None:
-                p.send_signal(sig)
-        deadline = time.monotonic() + STOP_TIMEOUT / 3
+            p.send_signal(sig)
+        deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(p.poll() is None for p in alive):
-            try:
-                time.sleep(POLL)
-            except KeyboardInterrupt:
-                break
+            time.sleep(POLL)
 
 
 def tail(path: Path, lines: int, *, follow: bool, write: Callable[[str], None]) -> None:

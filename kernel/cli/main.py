@@ -10,42 +10,89 @@ httpx, pydantic or mcp); ``tests/cli/test_imports.py`` pins that.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import click
 
-from . import daemonctl
-from .app import App, Failure
+from elowen import __version__
+
+from .app import App
 from .client import ApiError, Unreachable
 from .config import load_config
+from .errors import ControlError, Failure
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
+
+COMMANDS: dict[str, str] = {
+    "daemon": "services:daemon",
+    "up": "services:up",
+    "down": "services:down",
+    "task": "tasks:task",
+    "close": "tasks:close",
+    "project": "projects:project",
+    "user": "users:user",
+    "events": "events:events",
+    "plugin": "plugins:plugin",
+    "agents": "agents:agents",
+    "attach": "agents:attach",
+    "decide": "agents:decide",
+}
+"""Command name → ``module:attribute`` in this package, imported only when the command runs
+(or for ``--help``), so a command pays for its own imports only."""
 
 
 class _Group(click.Group):
-    """The root group: turns expected failures into ``error: …`` lines and exit statuses."""
+    """The root group: loads commands lazily and turns expected failures into ``error: …``
+    lines and exit statuses."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        command = getattr(importlib.import_module(f".{module}", __package__), attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"elowen.cli.{module}.{attr} is not a click command")
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ApiError as exc:
-            raise Failure(exc.message or exc.code, 1) from None
+            raise Failure(_api_message(ctx, exc), 1) from None
         except Unreachable as exc:
             raise Failure(f"{exc}\n{_unreachable_hint(ctx)}", 3) from None
-        except daemonctl.ControlError as exc:
+        except ControlError as exc:
             raise Failure(str(exc), 3 if isinstance(ctx.obj, App) and ctx.obj.autostarting else 1) from None
+        except KeyboardInterrupt:
+            raise Failure("interrupted", 130) from None
+
+
+def _api_message(ctx: click.Context, exc: ApiError) -> str:
+    message = exc.message or exc.code
+    app = ctx.obj if isinstance(ctx.obj, App) else None
+    if exc.status == 401 and app is not None:
+        source = "ELOWEN_TOKEN" if app.cfg.explicit_token else str(app.cfg.token_file)
+        message += f"\nhint: the token comes from {source}"
+    return message
 
 
 def _unreachable_hint(ctx: click.Context) -> str:
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if app is not None and not app.cfg.autostart:
         return "hint: check ELOWEN_URL, or start the daemon there (`elowen daemon start`)"
-    log = daemonctl.DAEMON.log_file(app.cfg) if app else "the daemon log"
+    from .daemonctl import DAEMON  # the error path only
+
+    log = DAEMON.log_file(app.cfg) if app else "the daemon log"
     return f"hint: `elowen daemon start`, then `elowen daemon logs` (log: {log})"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="elowen", prog_name="elowen", message="%(prog)s %(version)s")
+@click.version_option(__version__, prog_name="elowen", message="%(prog)s %(version)s")
 @click.pass_context
 def cli(ctx: click.Context) -> None:
     """Elowen: a self-hosted personal AI agent that supervises coding-agent CLIs.
@@ -59,21 +106,6 @@ def cli(ctx: click.Context) -> None:
     except ValueError as exc:
         raise Failure(str(exc), 2) from None
     ctx.obj = App(cfg)
-
-
-def _register() -> None:
-    from .events import events
-    from .plugins import plugin
-    from .projects import project
-    from .services import daemon, down, up
-    from .tasks import close, task
-    from .users import user
-
-    for command in (daemon, up, down, task, close, project, user, events, plugin):
-        cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

@@ -15,7 +15,7 @@ import click
 
 __all__ = ["Column", "cell", "echo_json", "fields", "note", "table"]
 
-Column = tuple[str, "str | Callable[[dict[str, Any]], Any]"]
+Column = tuple[str, str | Callable[[dict[str, Any]], Any]]
 """A table column: its header and either a key of the row or a function of the row."""
 
 

@@ -192,7 +192,7 @@ def plugin_install(app: App, spec: str, upgrade: bool) -> None:
     for record in changed:
         old = before[record["name"]].get("version")
         if record.get("restart_required"):
-            click.echo(f"upgraded plugin: {record['name']} {old} → installed; restart required (`elowen down && elowen up`)")
+            click.echo(f"upgraded plugin: {record['name']} (was {old}); restart required to load the new code (`elowen down && elowen up`)")
         else:
             click.echo(f"upgraded plugin: {record['name']} {old} → {record.get('version')}")
     if not new and not changed:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from . import daemonctl
-from .app import App, Failure
+from .app import App
 from .daemonctl import DAEMON, SERVICES, Service
+from .errors import ControlError, Failure
 from .output import echo_json, note
 
 __all__ = ["daemon", "down", "up"]
@@ -16,13 +17,13 @@ def _start(app: App, services: tuple[Service, ...], foreground: bool) -> None:
     if foreground:
         try:
             code = daemonctl.run_foreground(services, app.cfg)
-        except daemonctl.ControlError as exc:
+        except ControlError as exc:
             raise Failure(str(exc), 1) from None
         raise SystemExit(code)
     for service in services:
         try:
             st = daemonctl.start(service, app.cfg, progress=note)
-        except daemonctl.ControlError as exc:
+        except ControlError as exc:
             raise Failure(str(exc), 1) from None
         click.echo(f"{service.name}: running (pid {st.pid}) at {st.url}")
 
@@ -31,7 +32,7 @@ def _stop(app: App, services: tuple[Service, ...], timeout: float, force: bool) 
     for service in reversed(services):
         try:
             pid = daemonctl.stop(service, app.cfg, timeout=timeout, force=force)
-        except daemonctl.ControlError as exc:
+        except ControlError as exc:
             raise Failure(str(exc), 1) from None
         click.echo(f"{service.name}: stopped (pid {pid})" if pid else f"{service.name}: not running")
 

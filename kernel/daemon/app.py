@@ -7,6 +7,7 @@ from quart_trio import QuartTrio
 from .api import IdConverter, RouteSpec
 from .errors import register_error_handlers
 from .openapi import build_openapi
+from .plugin_routes import mount as mount_plugin_routes
 from .routes import audit, events, health, plugins, projects, tasks, users
 from .state import EXTENSION, DaemonState
 
@@ -33,4 +34,5 @@ def create_app(state: DaemonState, *, max_body: int = MAX_BODY, response_timeout
     for group in _GROUPS:
         specs.extend(group.api.register(app))
     state.openapi = build_openapi(specs)
+    mount_plugin_routes(app)  # last: the daemon's own routes win over plugin routes
     return app

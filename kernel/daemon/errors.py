@@ -136,11 +136,10 @@ def register_error_handlers(app: Quart) -> None:
         code = _HTTP_CODES.get(status) or _snake(type(exc).__name__)
         message = exc.description or exc.name
         if status == 413:
-            # The unread body is still on the wire: the connection cannot be reused.
-            message, drained = "request body too large", False
-        else:
-            drained = await drain_body()
-        response = _finish(error_response(status, code, message), drained)
+            message = "request body too large"
+        # Raised before any view ran (routing, size limit): the request body may still be
+        # unread, which has left keep-alive connections stuck; close this one instead.
+        response = _finish(error_response(status, code, message), drained=False)
         if status == 405 and getattr(exc, "valid_methods", None):
             response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
         return response

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -47,13 +48,28 @@ def parse_types(text: str | None) -> list[str] | None:
     return types
 
 
+_ENCODED: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+_ENCODED_MAX = 4_096
+
+
+def _encode_one(e: Event) -> bytes:
+    # Every stream sends the same bytes for an event: encode it once (bounded cache by id and time).
+    key = (e.id, e.ts)
+    cached = _ENCODED.get(key)
+    if cached is None:
+        data = json.dumps(e.data, ensure_ascii=False, separators=(",", ":"))
+        cached = f"id: {e.id}\nevent: {e.type}\ndata: {data}\n\n".encode()
+        _ENCODED[key] = cached
+        if len(_ENCODED) > _ENCODED_MAX:
+            _ENCODED.popitem(last=False)
+    return cached
+
+
 def encode(events: Sequence[Event]) -> bytes:
     """Events in SSE wire format, concatenated."""
-    parts = []
-    for e in events:
-        data = json.dumps(e.data, ensure_ascii=False, separators=(",", ":"))
-        parts.append(f"id: {e.id}\nevent: {e.type}\ndata: {data}\n\n")
-    return "".join(parts).encode("utf-8")
+    if len(events) == 1:
+        return _encode_one(events[0])
+    return b"".join(_encode_one(e) for e in events)
 
 
 async def stream_events(

@@ -2,7 +2,8 @@
 a real daemon subprocess on a free loopback port, each with its own ``ELOWEN_HOME``.
 
 The builtin tmux plugin is pointed at a private socket (``elowen-test-<random>``) that is
-killed afterwards, so no test touches a real tmux server.
+killed afterwards, so no test touches a real tmux server; the builtin ``agents`` plugin is
+disabled so that creating a task does not start a coding agent.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def make_home(root: Path) -> Home:
     path = root / "elowen-home"
     path.mkdir(parents=True, exist_ok=True)
     tmux_socket = f"elowen-test-{uuid.uuid4().hex[:10]}"
-    (path / "config.toml").write_text(f'[plugins.tmux.config]\nsocket = "{tmux_socket}"\n')
+    # agents off: a created task must stay open instead of spawning a coding agent
+    (path / "config.toml").write_text(f'[plugins.tmux.config]\nsocket = "{tmux_socket}"\n\n[plugins.agents]\nenabled = false\n')
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ELOWEN_")}
     env.update(ELOWEN_HOME=str(path), ELOWEN_HOST="127.0.0.1", ELOWEN_PORT=str(port))

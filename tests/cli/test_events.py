@@ -60,6 +60,10 @@ class Follower:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(timeout=5)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def _task_event(title: str) -> Any:
@@ -97,7 +101,8 @@ def test_events_print_a_task_created_by_another_process_and_stop_on_ctrl_c(daemo
 def test_events_resume_after_the_daemon_restarts(home: Home, tmp_path: Any) -> None:
     home.ok("daemon", "start")
     project = home.json("project", "add", "p", str(tmp_path))
-    follower = Follower(home, "--json", "--types", "task.*")
+    # replay from the start, so events published before it subscribed are not missed
+    follower = Follower(home, "--json", "--types", "task.*", "--last-event-id", "0")
     try:
         home.ok("task", "create", "before restart", "--project", str(project["id"]))
         follower.until(_task_event("before restart"))

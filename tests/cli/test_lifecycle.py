@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import signal
+import time
+
 import pytest
 
-from .conftest import Home, free_port
+from .conftest import Home, free_port, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -72,3 +75,54 @@ def test_bad_configuration_is_a_usage_error(home: Home) -> None:
 def test_logs_without_a_log_file(home: Home) -> None:
     proc = home.run("daemon", "logs")
     assert proc.returncode == 1 and proc.stderr.startswith("error: no log file")
+
+
+def test_foreground_daemon_stops_cleanly_on_ctrl_c(home: Home) -> None:
+    proc = home.popen("daemon", "start", "--foreground")
+    try:
+        wait_for(lambda: home.run("daemon", "status").returncode == 0, timeout=30)
+        pid = home.pid_info()["pid"]
+        assert pid != proc.pid  # the daemon is a child of the CLI, in its own process group
+        proc.send_signal(signal.SIGINT)  # what the terminal's Ctrl-C does to the CLI
+        assert proc.wait(timeout=30) == 0
+        _, stderr = proc.communicate()
+        assert "SIGTERM received: shutting down gracefully" in stderr  # one signal, graceful
+        assert "stopping now" not in stderr
+        assert home.run("daemon", "status").returncode == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_logs_follow_prints_new_lines(home: Home) -> None:
+    home.ok("daemon", "start")
+    follower = home.popen("daemon", "logs", "-f", "-n", "0")
+    try:
+        time.sleep(0.5)
+        home.ok("daemon", "stop")
+        lines: list[str] = []
+
+        def stopped() -> bool:
+            line = follower.stdout.readline()
+            lines.append(line)
+            return "Elowen daemon stopped" in line
+
+        wait_for(stopped, timeout=20)
+        assert any("SIGTERM received" in line for line in lines)
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(timeout=10) == 0
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+        follower.communicate()
+
+
+def test_autostart_failure_exits_3_with_the_daemons_output(home: Home) -> None:
+    (home.path / "config.toml").write_text("this is not TOML [[[\n")
+    proc = home.run("task", "list")
+    assert proc.returncode == 3, proc.stderr
+    assert "starting the daemon" in proc.stderr
+    assert "error: the daemon exited with status 2 while starting; its output" in proc.stderr
+    assert "config.toml" in proc.stderr  # the daemon's own message, from its output file
+    assert "Traceback" not in proc.stderr

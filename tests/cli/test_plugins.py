@@ -5,6 +5,8 @@ the builtin tmux plugin, and install/uninstall of the example plugin ``contrib/e
 
 from __future__ import annotations
 
+import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -75,24 +77,40 @@ def hello_wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         subprocess.run([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "elowen-hello"], capture_output=True, timeout=120)
 
 
-def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hello_wheel: Path) -> None:
+def _bumped_wheel(tmp: Path) -> Path:
+    """A wheel of the example plugin with its distribution version raised to 99.0.0."""
+    src = tmp / "elowen-hello-next"
+    shutil.copytree(HELLO, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    pyproject = src / "pyproject.toml"
+    pyproject.write_text(re.sub(r'(?m)^version = ".*"$', 'version = "99.0.0"', pyproject.read_text(), count=1))
+    out = tmp / "next-wheel"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("elowen_hello-99.0.0-*.whl")
+    return wheel
+
+
+def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hello_wheel: Path, tmp_path: Path) -> None:
     pid = daemon.pid_info()["pid"]
     assert "hello" not in _plugins(daemon)
 
     proc = daemon.run("plugin", "install", str(hello_wheel), timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "new plugin: hello 0.1.0 (discovered)" in proc.stdout
+    assert re.search(r"^new plugin: hello \S+ \(discovered\); enable it with `elowen plugin enable hello`$", proc.stdout, re.M)
     assert "Successfully installed elowen-hello" in proc.stdout  # pip's own output streamed through
     hello = _plugins(daemon)["hello"]
     assert hello["state"] == "discovered" and hello["source"] == "elowen-hello"
     info = daemon.json("plugin", "info", "hello")
-    assert info["manifest"]["contributes"]["tools"] == ["hello.greet"] and info["contributions"] == []
+    tools = info["manifest"]["contributes"]["tools"]
+    assert tools and info["contributions"] == []  # declared, not contributed before enable
 
     assert daemon.ok("plugin", "enable", "hello").strip() == "hello: enabled"
     info = daemon.json("plugin", "info", "hello")
     assert info["state"] == "enabled"
-    assert {"kind": "tool", "name": "hello.greet"} in info["contributions"]
-    assert "hook.mutate:turn_context" in info["capabilities"]["granted"]
+    assert all({"kind": "tool", "name": t} in info["contributions"] for t in tools)
+    assert set(info["capabilities"]["required"]) <= set(info["capabilities"]["granted"])
     assert "hello: enabled" in daemon.ok("plugin", "config", "hello", "greeting=Hi")
     assert daemon.json("plugin", "info", "hello")["config"] == {"greeting": "Hi"}
     assert daemon.pid_info()["pid"] == pid, "no restart"
@@ -100,6 +118,13 @@ def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hel
     # installing the same version again finds nothing new
     again = daemon.run("plugin", "install", str(hello_wheel), timeout=300)
     assert again.returncode == 0 and "no new plugin" in again.stderr
+
+    # an upgrade of the loaded plugin: reported, never reloaded in place
+    upgrade = daemon.run("plugin", "install", "--upgrade", str(_bumped_wheel(tmp_path)), timeout=300)
+    assert upgrade.returncode == 0, upgrade.stderr
+    assert "upgraded plugin: hello (was " in upgrade.stdout and "restart required" in upgrade.stdout
+    assert _plugins(daemon)["hello"]["restart_required"] is True
+    assert "(restart required)" in daemon.ok("plugin", "list")
 
     out = daemon.ok("plugin", "uninstall", "hello", timeout=300)
     assert "hello: disabled" in out and "uninstalled elowen-hello" in out

@@ -156,3 +156,4 @@ def test_error_exit_statuses(daemon: Home, args: tuple[str, ...], code: int) -> 
 def test_bad_token_is_an_api_error(daemon: Home) -> None:
     proc = daemon.run("task", "list", env={"ELOWEN_TOKEN": "elw_wrong"})
     assert proc.returncode == 1 and proc.stderr.startswith("error: ") and "elw_wrong" not in proc.stderr
+    assert "hint: the token comes from ELOWEN_TOKEN" in proc.stderr

@@ -76,3 +76,22 @@ def test_table_aligns_columns(capsys: pytest.CaptureFixture[str]) -> None:
 def test_url_path_quotes_segments_and_drops_empty_query() -> None:
     assert Client.url_path("/tasks", {"state": "open", "label": None, "limit": 5}) == "/tasks?state=open&limit=5"
     assert Client.segment("../x y") == "..%2Fx%20y"
+
+
+def test_docs_document_every_command() -> None:
+    from elowen.cli.main import COMMANDS, cli
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    ctx = click.Context(cli)
+    missing = []
+    for name in sorted(COMMANDS):
+        if COMMANDS[name].startswith("agents:"):
+            continue  # the agents commands are documented with the agents work (docs/agents.md)
+        command = cli.get_command(ctx, name)
+        paths = [name]
+        if isinstance(command, click.Group):
+            paths += [f"{name} {sub}" for sub in command.list_commands(ctx)]
+        missing += [p for p in paths if f"elowen {p}" not in doc]
+        for param in command.params if not isinstance(command, click.Group) else []:
+            missing += [f"{name} {opt}" for opt in param.opts if opt.startswith("--") and opt not in doc]
+    assert missing == []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading

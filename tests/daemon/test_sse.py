@@ -79,9 +79,6 @@ async def test_heartbeat_and_no_response_timeout(sse_daemon: tuple[DaemonProc, i
             async for _ in read_sse(r, comments=comments):
                 pass
         assert comments.count("heartbeat") >= 3, comments  # still streaming after 2.5 × the timeout
-    # a plain request is still cut by the response timeout setting? no: it answers quickly
-    async with _async_client(d) as c:
-        assert (await c.get("/health")).status_code == 200
 
 
 async def test_type_and_project_filters_and_member_visibility(sse_daemon: tuple[DaemonProc, int], tmp_path: Path) -> None:

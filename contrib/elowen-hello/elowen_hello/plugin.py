@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elowen_sdk import Command, Patch, Tool, hookimpl
+from elowen_sdk import Command, HTTPError, Patch, Route, Tool, hookimpl
 
 seen_events: list[str] = []
 """Types of the events this plugin observed (module state: the example keeps it simple)."""
@@ -40,3 +40,16 @@ def on_event(event: Any) -> None:
 @hookimpl
 def turn_context(turn: Any) -> Patch:
     return Patch("turn_context", f"(The hello plugin says: greet {turn.user} warmly.)")
+
+
+@hookimpl
+def register_routes(ctx: Any, register: Any) -> None:
+    """``GET /plugins/hello/greet/{name}`` (third-party routes mount under /plugins/<name>)."""
+
+    def greet(request: Any) -> dict[str, str]:
+        name = request.params["name"]
+        if not name.isprintable() or len(name) > 100:
+            raise HTTPError(422, "bad_name", "a name is up to 100 printable characters")
+        return {"greeting": f"{ctx.config['greeting']}, {name}!", "for": request.principal.name}
+
+    register(Route("GET", "/greet/{name}", greet, summary="Greet someone by name."))

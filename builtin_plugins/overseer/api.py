@@ -1,0 +1,469 @@
+"""HTTP routes of the overseer plugin (builtin: mounted at these paths).
+
+==========================================  =====================================================
+``GET /missions``                            ``?state=&limit=&cursor=`` missions the caller may see
+``POST /missions``                           ``{name, level: "L0".."L3" | 0..3, project_id?,
+                                             max_sessions?, task_ids?, engage?}`` → 201
+``GET /missions/{id}``                       one mission
+``PATCH /missions/{id}``                     ``{name?, level?, max_sessions?}`` (at once)
+``POST /missions/{id}/tasks``                ``{task_ids: [int]}``
+``DELETE /missions/{id}/tasks/{task_id}``    take a task out
+``POST /missions/{id}/engage|pause|resume|disengage``  ``{reason?}``
+``GET /escalations``                         ``?limit=&cursor=`` decisions waiting for a human
+``POST /escalations/{id}``                   ``{action: approve|reject|choice|answer, choice?,
+                                             text?, rationale?}``
+``POST /asks``                               ``{question, history?: bool | [str], task_id?}`` → 201
+``GET /asks/{id}``                           ``?wait=S`` (0–60): long-poll until answered
+``GET /overseer/poll``                       ``?wait=S`` (0–60; ``mission=`` for admins):
+                                             ``{"decision": {...} | null}``
+``POST /overseer/decide``                    ``{id, action: approve|reject|escalate|choice|answer,
+                                             confidence?, rationale?, choice?, text?}``
+``GET /overseer/agents``                     parked overseer agents (admin)
+``GET /providers``                           inference providers (admin)
+``POST /providers``                          ``{name, kind, base_url?, api_key_env?,
+                                             api_key_file?, timeout?, max_retries?, replace?}``
+                                             → 201 (admin)
+``DELETE /providers/{name}``                 (admin)
+==========================================  =====================================================
+
+Who may do what: agent tokens only ask (``POST /asks``, ``GET /asks/{id}`` of their own task);
+a parked overseer (user ``overseer-m<id>``) only polls and decides for its mission; admins do
+everything; members act on missions and escalations of projects they may see.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from elowen_sdk import HTTPError, Principal, Request, Response, Route
+
+from .asks import ask_record, create_ask
+from .config import parse_level
+from .escalations import answer_action, inbox_item
+from .missions import TRANSITIONS, MissionError
+from .policy import Proposal
+
+__all__ = ["routes"]
+
+MAX_WAIT = 60.0
+_OVERSEER_NAME = re.compile(r"^overseer-m(\d+)$")
+
+
+def _cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(f"o{last_id}".encode()).decode().rstrip("=")
+
+
+def _after(query: Mapping[str, str]) -> int | None:
+    cursor = query.get("cursor")
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not raw.startswith("o"):
+            raise ValueError
+        return int(raw[1:])
+    except (ValueError, UnicodeDecodeError):
+        raise HTTPError(400, "bad_cursor", "the cursor is not valid") from None
+
+
+def _limit(query: Mapping[str, str]) -> int:
+    value = query.get("limit") or "50"
+    if not value.isdigit() or not 1 <= int(value) <= 500:
+        raise HTTPError(422, "validation_error", "limit must be an integer in 1..500")
+    return int(value)
+
+
+def _wait(query: Mapping[str, str], default: float = 0.0) -> float:
+    value = query.get("wait")
+    if value in (None, ""):
+        return default
+    try:
+        wait = float(value)
+    except ValueError:
+        raise HTTPError(422, "validation_error", "wait must be a number of seconds") from None
+    if not 0 <= wait <= MAX_WAIT:
+        raise HTTPError(422, "validation_error", f"wait must be in 0..{MAX_WAIT:g}")
+    return wait
+
+
+def _page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:
+    more = len(items) > limit
+    items = items[:limit]
+    return {"items": items, "next_cursor": _cursor(items[-1]["id"]) if more and items else None}
+
+
+def _body(request: Request) -> dict[str, Any]:
+    if request.json is None:
+        return {}
+    if not isinstance(request.json, dict):
+        raise HTTPError(400, "bad_request", "the body must be a JSON object")
+    return request.json
+
+
+def _int_param(value: str, name: str = "id") -> int:
+    if not value.isdigit():
+        raise HTTPError(404, "not_found", f"{name} {value!r} not found")
+    return int(value)
+
+
+def _full(me: Principal) -> None:
+    if me.scope != "full":
+        raise HTTPError(403, "forbidden", "agent tokens cannot do this")
+
+
+def _admin(me: Principal) -> None:
+    if not me.is_admin:
+        raise HTTPError(403, "forbidden", "admins only")
+
+
+def _overseer_mission(me: Principal) -> int | None:
+    m = _OVERSEER_NAME.match(me.name or "")
+    return int(m.group(1)) if m and me.scope == "full" and me.role == "member" else None
+
+
+class _Api:
+    def __init__(self, runtime: Callable[[], Any]) -> None:
+        self._runtime = runtime
+
+    @property
+    def rt(self) -> Any:
+        return self._runtime()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _mission(self, me: Principal, mission_id: str) -> dict[str, Any]:
+        _full(me)
+        try:
+            mission = self.rt.missions.get(_int_param(mission_id))
+        except MissionError as exc:
+            raise HTTPError(exc.status, exc.code, str(exc)) from None
+        if not self._sees(me, mission):
+            raise HTTPError(404, "not_found", f"mission {mission_id} not found")
+        return mission
+
+    @staticmethod
+    def _sees(me: Principal, mission: Mapping[str, Any]) -> bool:
+        if me.is_admin:
+            return True
+        if _overseer_mission(me) is not None:
+            return False
+        if mission["project_id"] is None:
+            return mission["owner_id"] is not None and mission["owner_id"] == me.user_id
+        return me.can_see_project(mission["project_id"])
+
+    def _sees_task(self, me: Principal, task_id: int | None) -> bool:
+        if me.is_admin:
+            return True
+        if task_id is None or me.scope != "full" or _overseer_mission(me) is not None:
+            return False
+        row = self.rt.store.query_one("SELECT project_id FROM tasks WHERE id = ?", (task_id,))
+        return row is not None and me.can_see_project(row["project_id"])
+
+    def _wake(self) -> None:
+        try:
+            self.rt.ctx.service("agents").wake()
+        except LookupError:
+            pass
+
+    def _mission_call(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            result = fn()
+        except MissionError as exc:
+            raise HTTPError(exc.status, exc.code, str(exc)) from None
+        self._wake()
+        return result
+
+    # ---------------------------------------------------------------- missions
+
+    def list_missions(self, req: Request) -> dict[str, Any]:
+        _full(req.principal)
+        state = req.query.get("state") or None
+        limit = _limit(req.query)
+        items = [m for m in self.rt.missions.list(state=state, after=_after(req.query), limit=10_000) if self._sees(req.principal, m)]
+        return _page(items[: limit + 1], limit)
+
+    def create_mission(self, req: Request) -> Response:
+        me = req.principal
+        _full(me)
+        if _overseer_mission(me) is not None:
+            raise HTTPError(403, "forbidden", "an overseer cannot create missions")
+        body = _body(req)
+        name = body.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise HTTPError(422, "validation_error", "name is required")
+        try:
+            level = parse_level(body.get("level", 1))
+        except ValueError as exc:
+            raise HTTPError(422, "validation_error", str(exc)) from None
+        project_id = body.get("project_id")
+        if project_id is not None and (isinstance(project_id, bool) or not isinstance(project_id, int)):
+            raise HTTPError(422, "validation_error", "project_id must be an integer")
+        if not me.is_admin and (project_id is None or not me.can_see_project(project_id)):
+            raise HTTPError(403, "forbidden", "members create missions in a project they may see (project_id)")
+        task_ids = body.get("task_ids") or []
+        if not isinstance(task_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
+            raise HTTPError(422, "validation_error", "task_ids must be a list of task ids")
+        if not all(self._sees_task(me, t) for t in task_ids):
+            raise HTTPError(404, "not_found", "a task in task_ids was not found")
+        max_sessions = body.get("max_sessions", 0)
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 0:
+            raise HTTPError(422, "validation_error", "max_sessions must be an integer ≥ 0")
+        mission = self._mission_call(lambda: self.rt.missions.create(
+            name=name, level=level, project_id=project_id, max_sessions=max_sessions, task_ids=task_ids,
+            owner_id=me.user_id, engage=bool(body.get("engage", False)),
+        ))
+        return Response(mission, status=201)
+
+    def get_mission(self, req: Request) -> dict[str, Any]:
+        return self._mission(req.principal, req.params["id"])
+
+    def patch_mission(self, req: Request) -> dict[str, Any]:
+        mission = self._mission(req.principal, req.params["id"])
+        body = dict(_body(req))
+        if "level" in body:
+            try:
+                body["level"] = parse_level(body["level"])
+            except ValueError as exc:
+                raise HTTPError(422, "validation_error", str(exc)) from None
+        return self._mission_call(lambda: self.rt.missions.update(mission["id"], body))
+
+    def add_tasks(self, req: Request) -> dict[str, Any]:
+        mission = self._mission(req.principal, req.params["id"])
+        task_ids = _body(req).get("task_ids")
+        if not isinstance(task_ids, list) or not task_ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
+            raise HTTPError(422, "validation_error", "task_ids must be a non-empty list of task ids")
+        if not all(self._sees_task(req.principal, t) for t in task_ids):
+            raise HTTPError(404, "not_found", "a task in task_ids was not found")
+        return self._mission_call(lambda: self.rt.missions.add_tasks(mission["id"], task_ids))
+
+    def remove_task(self, req: Request) -> dict[str, Any]:
+        mission = self._mission(req.principal, req.params["id"])
+        task_id = _int_param(req.params["task_id"], "task")
+        return self._mission_call(lambda: self.rt.missions.remove_task(mission["id"], task_id))
+
+    def _transition(self, verb: str) -> Callable[[Request], dict[str, Any]]:
+        def handler(req: Request) -> dict[str, Any]:
+            mission = self._mission(req.principal, req.params["id"])
+            reason = _body(req).get("reason")
+            if reason is not None and not isinstance(reason, str):
+                raise HTTPError(422, "validation_error", "reason must be a string")
+            return self._mission_call(lambda: self.rt.missions.transition(mission["id"], verb, reason=reason))
+
+        return handler
+
+    # ---------------------------------------------------------------- escalations
+
+    def list_escalations(self, req: Request) -> dict[str, Any]:
+        me = req.principal
+        _full(me)
+        limit = _limit(req.query)
+        after = _after(req.query)
+        out: list[dict[str, Any]] = []
+        while len(out) <= limit:
+            batch = self.rt.autopilot.decisions().list(status="escalated", after=after, limit=500)
+            if not batch:
+                break
+            out += [inbox_item(d, self.rt.store, self.rt.missions) for d in batch if self._sees_task(me, d.get("task_id"))]
+            after = batch[-1]["id"]
+        return _page(out[: limit + 1], limit)
+
+    async def answer_escalation(self, req: Request) -> dict[str, Any]:
+        me = req.principal
+        _full(me)
+        decision_id = _int_param(req.params["id"])
+        decision = self.rt.autopilot.decisions().get(decision_id)
+        if decision is None or not self._sees_task(me, decision.get("task_id")):
+            raise HTTPError(404, "not_found", f"decision {decision_id} not found")
+        if decision["status"] not in ("escalated", "pending"):
+            raise HTTPError(409, "already_decided", f"decision {decision_id} is {decision['status']}")
+        try:
+            action, choice, text, rationale = answer_action(_body(req))
+        except ValueError as exc:
+            raise HTTPError(422, "validation_error", str(exc)) from None
+        try:
+            result = await self.rt.autopilot.decisions().decide(
+                decision_id, action, choice=choice, text=text, rationale=rationale, decided_by=f"user:{me.user_id}",
+            )
+        except Exception as exc:
+            if hasattr(exc, "status") and hasattr(exc, "code"):
+                raise HTTPError(exc.status, exc.code, getattr(exc, "message", str(exc))) from None
+            raise
+        self.rt.parked.forget(decision_id)
+        return inbox_item(result, self.rt.store, self.rt.missions)
+
+    # ---------------------------------------------------------------- asks
+
+    def create_ask(self, req: Request) -> Response:
+        me = req.principal
+        body = _body(req)
+        question = body.get("question")
+        if not isinstance(question, str):
+            raise HTTPError(422, "validation_error", "question is required")
+        if me.scope == "agent":
+            task_id = me.task_id
+        else:
+            if _overseer_mission(me) is not None:
+                raise HTTPError(403, "forbidden", "an overseer cannot ask")
+            task_id = body.get("task_id")
+            if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int) or not self._sees_task(me, task_id)):
+                raise HTTPError(404, "not_found", f"task {task_id} not found")
+        try:
+            record = create_ask(self.rt.autopilot, question=question, task_id=task_id, asker=me.name, history=body.get("history", False))
+        except ValueError as exc:
+            raise HTTPError(422, "validation_error", str(exc)) from None
+        return Response(record, status=201)
+
+    async def get_ask(self, req: Request) -> dict[str, Any]:
+        me = req.principal
+        decision_id = _int_param(req.params["id"])
+        wait = _wait(req.query)
+        decisions = self.rt.autopilot.decisions()
+        decision = decisions.get(decision_id)
+        visible = decision is not None and decision["kind"] == "message" and (
+            (me.scope == "agent" and decision.get("task_id") == me.task_id)
+            or (me.scope == "full" and (decision.get("task_id") is None and (me.is_admin or (decision.get("payload") or {}).get("asker") == me.name) or self._sees_task(me, decision.get("task_id"))))
+        )
+        if not visible:
+            raise HTTPError(404, "not_found", f"ask {decision_id} not found")
+        if wait > 0:
+            def still_open() -> bool:
+                current = decisions.get(decision_id)
+                return current is not None and current["status"] in ("pending", "escalated")
+
+            await self.rt.autopilot.wait_decided(decision_id, wait, still_open)
+            decision = decisions.get(decision_id)
+        return ask_record(decision)
+
+    # ---------------------------------------------------------------- parked overseer
+
+    def _poller_mission(self, me: Principal, requested: Any) -> int:
+        own = _overseer_mission(me)
+        if own is not None:
+            return own
+        if not me.is_admin:
+            raise HTTPError(403, "forbidden", "only a mission's overseer agent (or an admin) polls decisions")
+        if requested in (None, ""):
+            raise HTTPError(422, "validation_error", "mission is required for admins")
+        try:
+            return int(requested)
+        except (TypeError, ValueError):
+            raise HTTPError(422, "validation_error", "mission must be a mission id") from None
+
+    async def poll(self, req: Request) -> dict[str, Any]:
+        mission_id = self._poller_mission(req.principal, req.query.get("mission"))
+        if not self.rt.config.overseer_exec:
+            raise HTTPError(409, "no_parked_overseer", "overseer_exec is not set: decisions go through the relay path")
+        wait = _wait(req.query, default=25.0)
+        decision = await self.rt.parked.poll(mission_id, wait, claimer=req.principal.name)
+        return {"decision": decision}
+
+    async def decide(self, req: Request) -> dict[str, Any]:
+        body = _body(req)
+        mission_id = self._poller_mission(req.principal, body.get("mission"))
+        decision_id = body.get("id")
+        if isinstance(decision_id, bool) or not isinstance(decision_id, int):
+            raise HTTPError(422, "validation_error", "id must be a decision id")
+        parked = self.rt.parked
+        if parked.mission_of_queued(decision_id) != mission_id:
+            raise HTTPError(404, "not_found", f"decision {decision_id} is not waiting for mission {mission_id}'s overseer")
+        action = body.get("action")
+        if action not in ("approve", "reject", "escalate", "choice", "answer"):
+            raise HTTPError(422, "validation_error", "action must be approve, reject, escalate, choice or answer")
+        confidence = body.get("confidence")
+        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1):
+            raise HTTPError(422, "validation_error", "confidence must be a number in 0..1")
+        choice = body.get("choice")
+        if action == "choice" and (isinstance(choice, bool) or not isinstance(choice, int) or choice < 1):
+            raise HTTPError(422, "validation_error", "choice must be the option number (≥ 1)")
+        text = body.get("text")
+        rationale = body.get("rationale") or ""
+        if (text is not None and not isinstance(text, str)) or not isinstance(rationale, str):
+            raise HTTPError(422, "validation_error", "text and rationale must be strings")
+        proposal = Proposal(action, None if confidence is None else float(confidence), rationale, f"agent:{req.principal.name}", choice=choice, text=text)
+        result = await parked.decide(decision_id, proposal)
+        if result is None:
+            raise HTTPError(409, "already_decided", f"decision {decision_id} was decided meanwhile")
+        return result
+
+    def agents(self, req: Request) -> dict[str, Any]:
+        _admin(req.principal)
+        return {"items": self.rt.parked.list(), "next_cursor": None}
+
+    # ---------------------------------------------------------------- providers
+
+    def _settings(self) -> Any:
+        # The SDK's context exposes settings read-only; provider management writes them through
+        # the kernel's Settings (validated, atomic), as `elowen provider …` documents.
+        return self.rt.ctx._kernel.settings
+
+    def list_providers(self, req: Request) -> dict[str, Any]:
+        _admin(req.principal)
+        from elowen_builtins.inference import list_providers
+
+        return {"items": list_providers(self._settings()), "next_cursor": None}
+
+    def add_provider(self, req: Request) -> Response:
+        _admin(req.principal)
+        from elowen_builtins.inference import InferenceError, add_provider, list_providers
+
+        body = _body(req)
+        name, kind = body.get("name"), body.get("kind")
+        if not isinstance(name, str) or not isinstance(kind, str):
+            raise HTTPError(422, "validation_error", "name and kind are required")
+        for key in ("base_url", "api_key_env", "api_key_file"):
+            if body.get(key) is not None and not isinstance(body[key], str):
+                raise HTTPError(422, "validation_error", f"{key} must be a string")
+        for key in ("timeout", "max_retries"):
+            if body.get(key) is not None and (isinstance(body[key], bool) or not isinstance(body[key], int | float)):
+                raise HTTPError(422, "validation_error", f"{key} must be a number")
+        try:
+            add_provider(
+                self._settings(), name, kind, body.get("base_url"), body.get("api_key_env"),
+                api_key_file=body.get("api_key_file"), timeout=body.get("timeout"),
+                max_retries=body.get("max_retries"), replace=bool(body.get("replace", False)),
+            )
+        except InferenceError as exc:
+            status, code = (409, "conflict") if "already exists" in str(exc) else (422, "validation_error")
+            raise HTTPError(status, code, str(exc)) from None
+        row = next((p for p in list_providers(self._settings()) if p["name"] == name), {"name": name})
+        return Response(row, status=201)
+
+    def remove_provider(self, req: Request) -> dict[str, Any]:
+        _admin(req.principal)
+        from elowen_builtins.inference import UnknownProvider, remove_provider
+
+        try:
+            remove_provider(self._settings(), req.params["name"])
+        except UnknownProvider as exc:
+            raise HTTPError(404, "not_found", str(exc)) from None
+        return {"deleted": req.params["name"]}
+
+
+def routes(runtime: Callable[[], Any]) -> list[Route]:
+    """The plugin's routes; ``runtime()`` returns the current :class:`~.plugin.Runtime`."""
+    api = _Api(runtime)
+    out = [
+        Route("GET", "/missions", api.list_missions, "List missions"),
+        Route("POST", "/missions", api.create_mission, "Create a mission"),
+        Route("GET", "/missions/{id}", api.get_mission, "Get a mission"),
+        Route("PATCH", "/missions/{id}", api.patch_mission, "Change a mission's name, level or max_sessions"),
+        Route("POST", "/missions/{id}/tasks", api.add_tasks, "Add tasks to a mission"),
+        Route("DELETE", "/missions/{id}/tasks/{task_id}", api.remove_task, "Take a task out of a mission"),
+    ]
+    out += [Route("POST", f"/missions/{{id}}/{verb}", api._transition(verb), f"{verb.capitalize()} a mission") for verb in TRANSITIONS]
+    out += [
+        Route("GET", "/escalations", api.list_escalations, "Decisions waiting for a human"),
+        Route("POST", "/escalations/{id}", api.answer_escalation, "Answer an escalated decision"),
+        Route("POST", "/asks", api.create_ask, "Ask the autopilot a question (elowen ask)"),
+        Route("GET", "/asks/{id}", api.get_ask, "An ask and its answer (long-poll with ?wait=S)"),
+        Route("GET", "/overseer/poll", api.poll, "Next decision for a parked overseer agent (long-poll)"),
+        Route("POST", "/overseer/decide", api.decide, "A parked overseer agent's answer"),
+        Route("GET", "/overseer/agents", api.agents, "Parked overseer agents"),
+        Route("GET", "/providers", api.list_providers, "Inference providers"),
+        Route("POST", "/providers", api.add_provider, "Add an inference provider"),
+        Route("DELETE", "/providers/{name}", api.remove_provider, "Remove an inference provider"),
+    ]
+    return out

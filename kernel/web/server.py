@@ -1,0 +1,234 @@
+"""Running the web front end: hypercorn's trio worker, pid file, log, graceful shutdown.
+
+Files in ``$ELOWEN_HOME``: ``web.pid`` (JSON ``{"pid", "port", "host", "started_at"}``,
+written once serving, removed on exit) and ``logs/web.log`` (rotating, 5 MiB × 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import functools
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from .config import WebConfig, load_web_config
+
+__all__ = ["PID_NAME", "WebError", "main", "serve"]
+
+log = logging.getLogger(__name__)
+
+PID_NAME = "web.pid"
+GRACEFUL_TIMEOUT = 3.0
+
+
+class WebError(Exception):
+    """The web front end cannot start (port taken, refused host)."""
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise WebError(f"port {port} on {host} is already in use; stop what listens there or set ELOWEN_WEB_PORT") from None
+        raise WebError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
+
+
+def _write_pid(home: Path, host: str, port: int) -> None:
+    from elowen.core.store import utc_iso
+
+    path = home / PID_NAME
+    tmp = path.with_name(f".{PID_NAME}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"pid": os.getpid(), "port": port, "host": host, "started_at": utc_iso()}, fh)
+    os.replace(tmp, path)
+
+
+def _remove_pid(home: Path) -> None:
+    path = home / PID_NAME
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+async def serve(
+    config: WebConfig,
+    *,
+    allow_remote: bool = False,
+    shutdown: trio.Event | None = None,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the web front end until ``shutdown`` is set (or cancellation).
+
+    ``task_status.started(port)`` once requests are served (the real port when ``config.port``
+    is 0). Writes ``web.pid`` in ``config.home``.
+
+    Raises:
+        WebError: the port is taken, or a non-loopback host without ``allow_remote``.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve as hypercorn_serve
+
+    from .app import create_app
+
+    t0 = time.perf_counter()
+    if not allow_remote and not _is_loopback(config.host):
+        raise WebError(f"refusing to listen on non-loopback host {config.host!r} without --allow-remote")
+    config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    sock = _bind(config.host, config.port)
+    port = int(sock.getsockname()[1])
+    app = create_app(config)
+    hc = Config()
+    hc.bind = [f"fd://{sock.detach()}"]
+    hc.graceful_timeout = GRACEFUL_TIMEOUT
+    hc.accesslog = None
+    hc.errorlog = logging.getLogger("hypercorn.error")
+    stop = shutdown if shutdown is not None else trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+
+            async def run_http(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                await hypercorn_serve(app, hc, shutdown_trigger=stop.wait, task_status=task_status)
+                nursery.cancel_scope.cancel()  # hard_stop
+
+            await nursery.start(run_http)
+            _write_pid(config.home, config.host, port)
+            log.info("Elowen web %d listening on http://%s:%d (daemon %s), ready in %.0f ms",
+                     os.getpid(), config.host, port, config.daemon_url, (time.perf_counter() - t0) * 1000)
+            task_status.started(port)
+
+            async def hard_stop() -> None:
+                # Event streams never end by themselves: after the graceful window, cancel.
+                await stop.wait()
+                await trio.sleep(GRACEFUL_TIMEOUT)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(hard_stop)
+    finally:
+        _remove_pid(config.home)
+    log.info("Elowen web stopped")
+
+
+def setup_logging(home: Path, level: str = "INFO") -> Path:
+    """Log to ``home/logs/web.log`` (rotating, 5 MiB × 3) and stderr. Returns the log file."""
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = logs / "web.log"
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8")
+    file_handler.setFormatter(fmt)
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    root = logging.getLogger()
+    root.handlers[:] = [file_handler, stderr]
+    root.setLevel(level.upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m elowen.web", description="Run the Elowen web front end in the foreground.")
+    p.add_argument("--host", help="address to listen on (default ELOWEN_WEB_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default ELOWEN_WEB_PORT or 4500; 0: any free port)")
+    p.add_argument("--home", help="Elowen's home folder (default ELOWEN_HOME or ~/.config/elowen)")
+    p.add_argument("--daemon-url", help="the daemon's base URL (default ELOWEN_URL or http://ELOWEN_HOST:ELOWEN_PORT)")
+    p.add_argument("--allow-remote", action="store_true", help="permit a non-loopback host")
+    p.add_argument("--log-level", default=os.environ.get("ELOWEN_LOG_LEVEL", "INFO"))
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m elowen.web``. Exit codes: 0 after a clean shutdown, 2 when it cannot start,
+    1 on a crash."""
+    args = _parser().parse_args(argv)
+    env = dict(os.environ)
+    if args.home:
+        env["ELOWEN_HOME"] = str(Path(args.home).expanduser().absolute())
+    try:
+        config = load_web_config(env)
+    except ValueError as exc:
+        print(f"elowen web: {exc}", file=sys.stderr)
+        return 2
+    overrides: dict[str, object] = {}
+    if args.host:
+        overrides["host"] = args.host
+    if args.port is not None:
+        overrides["port"] = args.port
+    if args.daemon_url:
+        overrides["daemon_url"] = args.daemon_url.rstrip("/")
+    if overrides:
+        import dataclasses
+
+        config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
+    setup_logging(config.home, args.log_level)
+    try:
+        trio.run(functools.partial(_run, config, args.allow_remote))
+    except WebError as exc:
+        log.error("elowen web: %s", exc)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    except Exception:
+        log.exception("elowen web crashed")
+        return 1
+    return 0
+
+
+async def _run(config: WebConfig, allow_remote: bool) -> None:
+    stop = trio.Event()
+
+    async def on_signals(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
+            async for signum in signals:
+                if stop.is_set():
+                    nursery.cancel_scope.cancel()
+                    return
+                log.info("%s received: shutting down", signal.Signals(signum).name)
+                stop.set()
+
+    async def run() -> None:
+        try:
+            await serve(config, allow_remote=allow_remote, shutdown=stop)
+        finally:
+            nursery.cancel_scope.cancel()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(on_signals)
+            nursery.start_soon(run)
+    except BaseExceptionGroup as group:
+        errors = group.subgroup(WebError)
+        if errors is not None:
+            raise errors.exceptions[0] from None
+        raise

@@ -1,0 +1,142 @@
+/* The chat dock: the brain's active conversation (pointer-based), streamed turns (NDJSON
+ * relayed by the web front end from POST /brain/turn), slash commands (handled by the brain),
+ * and approval prompts inline. */
+(function () {
+  "use strict";
+  var dock = document.getElementById("chat-dock");
+  var toggle = document.getElementById("chat-toggle");
+  if (!dock || !toggle) { return; }
+  var form = document.getElementById("chat-form");
+  var input = document.getElementById("chat-input");
+  var out = document.getElementById("chat-stream");
+  var streaming = false;
+  var opened = false;
+
+  function setOpen(open) {
+    dock.hidden = !open;
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    document.body.classList.toggle("dock-open", open);
+    if (open && !opened) {
+      opened = true;
+      ["tools", "chat-view"].forEach(function (id) {
+        var el = document.getElementById(id);
+        if (el) { el.removeAttribute("data-lazy"); window.Elowen.refresh(id); }
+      });
+    }
+    if (open) { input.focus(); } else { toggle.focus(); }
+  }
+  toggle.addEventListener("click", function () { setOpen(dock.hidden); });
+  document.getElementById("chat-close").addEventListener("click", function () { setOpen(false); });
+  dock.addEventListener("keydown", function (e) { if (e.key === "Escape") { setOpen(false); } });
+
+  function line(cls, text) {
+    var li = document.createElement("div");
+    li.className = "msg " + cls;
+    li.textContent = text;
+    out.appendChild(li);
+    out.scrollTop = out.scrollHeight;
+    return li;
+  }
+
+  function approvalPrompt(a) {
+    var box = document.createElement("div");
+    box.className = "approval-inline";
+    var title = document.createElement("p");
+    title.textContent = (a.kind === "question" ? "Question: " + (a.question || "") : "Allow " + (a.tool || "this tool call") + "?");
+    box.appendChild(title);
+    var send = function (body) {
+      var data = new URLSearchParams(body);
+      fetch("/actions/approvals/" + a.id, { method: "POST", headers: { "X-CSRF-Token": window.Elowen.csrf }, body: data })
+        .then(function (r) { return r.text(); })
+        .then(function (html) { box.innerHTML = html; });
+    };
+    if (a.kind === "question") {
+      var inp = document.createElement("input");
+      inp.setAttribute("aria-label", "Your answer");
+      var b = document.createElement("button");
+      b.className = "btn primary"; b.type = "button"; b.textContent = "Answer";
+      b.addEventListener("click", function () { send({ answer: inp.value }); });
+      box.appendChild(inp); box.appendChild(b);
+    } else {
+      [["allow", "Allow", "primary"], ["reject", "Reject", "danger"]].forEach(function (x) {
+        var btn = document.createElement("button");
+        btn.className = "btn " + x[2]; btn.type = "button"; btn.textContent = x[1];
+        btn.addEventListener("click", function () { send({ decision: x[0] }); });
+        box.appendChild(btn);
+      });
+    }
+    out.appendChild(box);
+    out.scrollTop = out.scrollHeight;
+  }
+
+  var current = null;
+  function handle(ev) {
+    switch (ev.type) {
+      case "brain.delta":
+        if (!current) { current = line("assistant", ""); }
+        current.textContent += ev.text || "";
+        out.scrollTop = out.scrollHeight;
+        break;
+      case "brain.message": {
+        var m = ev.message || ev;
+        if (m.role === "assistant" && typeof m.content === "string") {
+          if (!current) { current = line("assistant", ""); }
+          current.textContent = m.content;
+          current = null;
+        }
+        break;
+      }
+      case "brain.tool":
+        line("tool", "⚙ " + (ev.name || ev.tool || "tool") + (ev.status ? " · " + ev.status : ""));
+        current = null;
+        break;
+      case "brain.approval": approvalPrompt(ev.approval || ev); break;
+      case "brain.command": line("system", ev.text || ""); break;
+      case "brain.error": line("error", ev.message || "error"); break;
+      case "brain.aborted": line("system", "Stopped."); break;
+      default: break;
+    }
+  }
+
+  function submit() {
+    var text = input.value.trim();
+    if (!text || streaming) { return; }
+    input.value = "";
+    line("user", text);
+    streaming = true;
+    current = null;
+    dock.setAttribute("aria-busy", "true");
+    fetch("/chat/turn", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": window.Elowen.csrf },
+      body: JSON.stringify({ text: text })
+    }).then(function (resp) {
+      if (!resp.ok) {
+        return resp.json().then(function (b) { line("error", (b.error && b.error.message) || ("error " + resp.status)); },
+                                function () { line("error", "error " + resp.status); });
+      }
+      var reader = resp.body.getReader();
+      var decoder = new TextDecoder();
+      var buf = "";
+      var pump = function () {
+        return reader.read().then(function (r) {
+          if (r.done) { return; }
+          buf += decoder.decode(r.value, { stream: true });
+          var lines = buf.split("\n");
+          buf = lines.pop();
+          lines.forEach(function (l) { if (l.trim()) { try { handle(JSON.parse(l)); } catch (e) { /* a partial line */ } } });
+          return pump();
+        });
+      };
+      return pump();
+    }).catch(function () { line("error", "The connection broke."); })
+      .then(function () { streaming = false; dock.removeAttribute("aria-busy"); });
+  }
+  form.addEventListener("submit", function (e) { e.preventDefault(); submit(); });
+  input.addEventListener("keydown", function (e) {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); submit(); }
+  });
+  document.getElementById("chat-abort").addEventListener("click", function () {
+    fetch("/chat/abort", { method: "POST", headers: { "X-CSRF-Token": window.Elowen.csrf } });
+  });
+})();

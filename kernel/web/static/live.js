@@ -1,0 +1,114 @@
+/* Elowen live pages: one EventSource per page through the web front end.
+ *
+ * - Panels are elements with data-src (their partial's URL) and data-live (comma-separated
+ *   event type patterns: "task.*" is a prefix match, "signal" exact, "*" all). An event that
+ *   matches re-fetches the panel (coalesced: at most one request in flight per panel).
+ * - Resume: the browser's last event id is sent back as ?last_event_id= on reconnect.
+ * - A stream that errors, ends, or stays silent past the heartbeat window (meta
+ *   stream-window, seconds) counts as dropped: the header shows "reconnecting…", and when the
+ *   stream is back every panel is re-fetched (resync).
+ * - Every htmx request carries the CSRF token (meta csrf-token) in X-CSRF-Token.
+ * Other scripts listen to "elowen:event" ({id, type, data}) and "elowen:resync" on document.
+ */
+(function () {
+  "use strict";
+  var meta = function (name) { var m = document.querySelector('meta[name="' + name + '"]'); return m ? m.content : ""; };
+  var csrf = meta("csrf-token");
+  var windowMs = (parseFloat(meta("stream-window")) || 35) * 1000;
+  var loggedIn = !!csrf;
+
+  document.addEventListener("htmx:configRequest", function (e) { e.detail.headers["X-CSRF-Token"] = csrf; });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var elt = e.detail.elt;
+    if (elt && elt.matches && elt.matches("form[data-reset-on-success]") && e.detail.successful &&
+        e.detail.xhr && e.detail.xhr.getResponseHeader("X-Elowen-Ok") === "1") { elt.reset(); }
+  });
+
+  // ------------------------------------------------------------------ panels
+  var panels = {};
+  function refresh(id) {
+    var st = panels[id] || (panels[id] = { busy: false, again: false });
+    if (st.busy) { st.again = true; return; }
+    var el = document.getElementById(id);
+    if (!el || !el.dataset.src || el.hasAttribute("data-lazy")) { return; }
+    st.busy = true;
+    var done = function () {
+      st.busy = false;
+      document.dispatchEvent(new CustomEvent("elowen:refreshed", { detail: { id: id } }));
+      if (st.again) { st.again = false; refresh(id); }
+    };
+    window.htmx.ajax("GET", el.dataset.src, { target: "#" + id, swap: el.dataset.swap || "outerHTML" }).then(done, done);
+  }
+  function matches(patterns, type) {
+    return patterns.split(",").some(function (p) {
+      p = p.trim();
+      if (!p) { return false; }
+      if (p === "*") { return true; }
+      if (p.charAt(p.length - 1) === "*") { return type.indexOf(p.slice(0, -1)) === 0; }
+      return p === type;
+    });
+  }
+  function resync() {
+    if (document.querySelector("[data-resync=reload]")) { window.location.reload(); return; }
+    document.querySelectorAll("[data-src][id]").forEach(function (el) { refresh(el.id); });
+    document.dispatchEvent(new CustomEvent("elowen:resync"));
+  }
+
+  // ------------------------------------------------------------------ stream
+  var live = { es: null, lastId: null, timer: null, retry: 1000, dropped: false, reconnectAt: null };
+  var conn = document.getElementById("conn");
+  function setState(state, text) {
+    if (!conn) { return; }
+    conn.dataset.state = state;
+    conn.querySelector(".conn-text").textContent = text;
+    document.body.dataset.stream = state;
+  }
+  function alive() {
+    clearTimeout(live.timer);
+    live.timer = setTimeout(function () { drop("silent"); }, windowMs);
+  }
+  function streamUrl() {
+    if (live.lastId !== null) { return "/events?last_event_id=" + encodeURIComponent(live.lastId); }
+    var tl = document.querySelector("[data-backlog]");
+    return tl ? "/events?backlog=" + encodeURIComponent(tl.dataset.backlog) : "/events";
+  }
+  function connect() {
+    live.reconnectAt = null;
+    var es = new EventSource(streamUrl());
+    live.es = es;
+    alive();
+    es.addEventListener("ready", function () {
+      alive();
+      live.retry = 1000;
+      setState("live", "live");
+      if (live.dropped) { live.dropped = false; resync(); }
+    });
+    es.addEventListener("heartbeat", alive);
+    es.onmessage = function (m) {
+      alive();
+      if (m.lastEventId) { live.lastId = m.lastEventId; }
+      var ev;
+      try { ev = JSON.parse(m.data); } catch (err) { return; }
+      ev.id = m.lastEventId ? Number(m.lastEventId) : null;
+      document.dispatchEvent(new CustomEvent("elowen:event", { detail: ev }));
+      document.querySelectorAll("[data-live][id]").forEach(function (el) {
+        if (matches(el.dataset.live, ev.type)) { refresh(el.id); }
+      });
+    };
+    es.onerror = function () { drop("error"); };
+  }
+  function drop(why) {
+    clearTimeout(live.timer);
+    if (live.es) { live.es.close(); live.es = null; }
+    live.dropped = true;
+    setState("reconnecting", "reconnecting…");
+    if (live.reconnectAt === null) {
+      live.reconnectAt = Date.now() + live.retry;
+      setTimeout(connect, live.retry);
+      live.retry = Math.min(live.retry * 2, 5000);
+    }
+  }
+
+  window.Elowen = { refresh: refresh, resync: resync, csrf: csrf };
+  if (loggedIn) { connect(); } else { setState("idle", "not logged in"); }
+})();

@@ -1,0 +1,1 @@
+"""The web front end's routes, grouped by concern (blueprints)."""

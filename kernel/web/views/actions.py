@@ -1,0 +1,206 @@
+"""State-changing requests from pages (htmx posts; the CSRF check runs first, see
+:mod:`elowen.web.security`). Each proxies one daemon call and answers a small HTML status
+fragment; the pages' panels update from the event stream, on every open page alike."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from quart import Blueprint, abort, render_template, request
+
+from ..upstream import Reply
+from .common import api, login_required
+from .panels import LEVELS, load
+
+__all__ = ["bp", "coerce_config"]
+
+bp = Blueprint("actions", __name__, url_prefix="/actions")
+
+
+async def _flash(reply: Reply, ok_text: str) -> Any:
+    """A status fragment for ``reply``; success also sets ``X-Elowen-Ok: 1`` (forms marked
+    ``data-reset-on-success`` clear themselves on it)."""
+    if reply.ok:
+        return await render_template("partials/flash.html", ok=True, text=ok_text), 200, {"X-Elowen-Ok": "1"}
+    if reply.missing:
+        return await render_template("partials/flash.html", ok=False, text="Not available: the plugin that serves this is disabled or not installed.")
+    return await render_template("partials/flash.html", ok=False, text=reply.error_message())
+
+
+async def _form() -> dict[str, str]:
+    return {k: v for k, v in (await request.form).items() if k != "csrf_token"}
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text and text.strip().isdigit() else None
+
+
+@bp.post("/tasks")
+@login_required
+async def create_task() -> Any:
+    form = await _form()
+    body: dict[str, Any] = {"title": form.get("title", "").strip(), "project_id": _int_or_none(form.get("project_id"))}
+    if form.get("description", "").strip():
+        body["description"] = form["description"].strip()
+    if form.get("exec", "").strip():
+        body["exec"] = form["exec"].strip()
+    reply = await api("POST", "/tasks", json=body)
+    return await _flash(reply, f"Created task #{reply.body['id']}." if reply.ok else "")
+
+
+@bp.post("/tasks/<int:task_id>/cancel")
+@login_required
+async def cancel_task(task_id: int) -> Any:
+    return await _flash(await api("POST", f"/tasks/{task_id}/cancel"), f"Task #{task_id} cancelled.")
+
+
+@bp.post("/decisions/<int:decision_id>")
+@login_required
+async def decide(decision_id: int) -> Any:
+    form = await _form()
+    action = form.get("action", "")
+    if action not in ("approve", "reject", "answer"):
+        abort(400)
+    body: dict[str, Any] = {"action": action}
+    if action == "answer":
+        body["text"] = form.get("text", "")
+    if form.get("choice", "").isdigit():
+        body = {"action": "choice", "choice": int(form["choice"])}
+    reply = await api("POST", f"/decisions/{decision_id}", json=body)
+    return await _flash(reply, f"Decision #{decision_id}: {action} sent.")
+
+
+@bp.post("/approvals/<int:approval_id>")
+@login_required
+async def approve(approval_id: int) -> Any:
+    form = await _form()
+    if "answer" in form:
+        body: dict[str, Any] = {"answer": form["answer"]}
+    elif form.get("decision") in ("allow", "reject"):
+        body = {"decision": form["decision"]}
+    else:
+        abort(400)
+    reply = await api("POST", f"/brain/approvals/{approval_id}", json=body)
+    return await _flash(reply, "Answer sent.")
+
+
+@bp.post("/missions/<int:mission_id>/level")
+@login_required
+async def mission_level(mission_id: int) -> Any:
+    level = (await _form()).get("level", "")
+    if level not in LEVELS:
+        abort(400)
+    reply = await api("PATCH", f"/missions/{mission_id}", json={"level": level})
+    return await _flash(reply, f"Mission #{mission_id} is now at {level}.")
+
+
+@bp.post("/plugins/<name>/<verb>")
+@login_required
+async def plugin_toggle(name: str, verb: str) -> str:
+    if verb not in ("enable", "disable"):
+        abort(404)
+    reply = await api("POST", f"/plugins/{name}/{verb}")
+    ctx = await load("plugins")
+    flash = None if reply.ok else reply.error_message()
+    return await render_template("partials/plugins.html", **ctx, flash=flash)
+
+
+def coerce_config(schema: dict[str, Any], form: dict[str, str]) -> dict[str, Any]:
+    """Form fields → typed config values, by the manifest's field types (``boolean`` fields
+    absent from the form are false; ``array``/``object`` fields are JSON text).
+
+    Raises:
+        ValueError: a number or JSON field that does not parse (the message names it).
+    """
+    values: dict[str, Any] = {}
+    for key, spec in schema.items():
+        kind = spec.get("type")
+        if kind == "boolean":
+            values[key] = form.get(key) in ("on", "true", "1")
+            continue
+        if key not in form:
+            continue
+        raw = form[key]
+        try:
+            if kind == "integer":
+                values[key] = int(raw)
+            elif kind == "number":
+                values[key] = float(raw)
+            elif kind in ("array", "object"):
+                values[key] = json.loads(raw) if raw.strip() else ([] if kind == "array" else {})
+            else:
+                values[key] = raw
+        except ValueError:
+            raise ValueError(f"{key}: expected {kind}") from None
+    return values
+
+
+@bp.post("/plugins/<name>/config")
+@login_required
+async def plugin_config(name: str) -> Any:
+    record = await api("GET", f"/plugins/{name}")
+    if not record.ok:
+        return await _flash(record, "")
+    schema = (record.body.get("manifest") or {}).get("config") or {}
+    form = await _form()
+    shown = set(form.pop("_fields", "").split(",")) if "_fields" in form else set(schema)
+    try:
+        values = coerce_config({k: v for k, v in schema.items() if k in shown}, form)
+    except ValueError as exc:
+        return await render_template("partials/flash.html", ok=False, text=str(exc))
+    return await _flash(await api("PATCH", f"/plugins/{name}/config", json={"values": values}), f"{name}: saved and applied.")
+
+
+@bp.post("/plugins/<name>/grant")
+@login_required
+async def plugin_grant(name: str) -> str:
+    capability = (await _form()).get("capability", "")
+    reply = await api("POST", f"/plugins/{name}/grant", json={"capability": capability})
+    ctx = await load("plugins")
+    return await render_template("partials/plugins.html", **ctx, flash=None if reply.ok else reply.error_message())
+
+
+def _list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [part.strip() for part in text.replace("\n", ",").split(",") if part.strip()]
+
+
+@bp.post("/users")
+@login_required
+async def create_user() -> Any:
+    form = await _form()
+    body: dict[str, Any] = {"name": form.get("name", "").strip(), "role": form.get("role", "member")}
+    execs, grants = _list(form.get("allowed_execs")), _list(form.get("tool_grants"))
+    if execs:
+        body["allowed_execs"] = execs
+    if grants:
+        body["tool_grants"] = grants
+    reply = await api("POST", "/users", json=body)
+    if not reply.ok:
+        return await _flash(reply, "")
+    html = await render_template("partials/new_user.html", user=reply.body["user"], token=reply.body["token"])
+    return html, 200, {"X-Elowen-Ok": "1"}
+
+
+@bp.post("/users/<int:user_id>")
+@login_required
+async def update_user(user_id: int) -> Any:
+    form = await _form()
+    body: dict[str, Any] = {}
+    if form.get("role") in ("admin", "member"):
+        body["role"] = form["role"]
+    if "allowed_execs" in form:
+        body["allowed_execs"] = _list(form["allowed_execs"]) or None
+    if "tool_grants" in form:
+        body["tool_grants"] = _list(form["tool_grants"]) or []
+    return await _flash(await api("PATCH", f"/users/{user_id}", json=body), "User saved.")
+
+
+@bp.post("/prefs")
+@login_required
+async def prefs() -> Any:
+    yolo = (await _form()).get("yolo") in ("on", "true", "1")
+    return await _flash(await api("PATCH", "/brain/prefs", json={"yolo": yolo}), f"YOLO default {'on' if yolo else 'off'}.")
+

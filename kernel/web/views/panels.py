@@ -1,0 +1,185 @@
+"""Page panels: each is a loader (daemon calls → template context) and a partial template.
+
+Pages render their panels inline; the browser re-fetches one at ``/partials/<name>`` when an
+event the panel listens to arrives (``data-live`` on the panel's element, see
+``static/live.js``) and after a reconnect (resync). A panel whose daemon route is missing
+(plugin disabled or not installed: 404) renders a "not available" notice instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from quart import Blueprint, abort, render_template, request
+
+from .common import LoggedOut, api, login_required, me
+
+__all__ = ["PANELS", "Panel", "bp", "load"]
+
+bp = Blueprint("panels", __name__)
+
+TASK_STATES = ("open", "in_progress", "blocked", "closed", "cancelled")
+LEVELS = ("L0", "L1", "L2", "L3")
+
+
+@dataclass(frozen=True, slots=True)
+class Panel:
+    """A named panel: ``loader(args) -> context`` and its ``template``."""
+
+    loader: Callable[[dict[str, str]], Awaitable[dict[str, Any]]]
+    template: str
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The exception to re-raise from a failed nursery: a logout wins, then the first."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for sub in e.exceptions:
+                walk(sub)
+        else:
+            leaves.append(e)
+
+    walk(group)
+    return next((e for e in leaves if isinstance(e, LoggedOut)), leaves[0])
+
+
+async def gather(**calls: Callable[[], Awaitable[Any]]) -> dict[str, Any]:
+    """Run the calls concurrently; their results by key. The first failure is re-raised bare
+    (not as an exception group) so the app's error handlers see it."""
+    out: dict[str, Any] = {}
+
+    async def run(key: str, fn: Callable[[], Awaitable[Any]]) -> None:
+        out[key] = await fn()
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for key, fn in calls.items():
+                nursery.start_soon(run, key, fn)
+    except BaseExceptionGroup as group:
+        raise _first(group) from None
+    return out
+
+
+def deferred(method: str, path: str, **params: Any) -> Callable[[], Awaitable[Any]]:
+    return lambda: api(method, path, params=params or None)
+
+
+# ---------------------------------------------------------------------- loaders
+
+
+async def badge(_: dict[str, str]) -> dict[str, Any]:
+    r = await gather(decisions=deferred("GET", "/decisions", status="pending", limit=500), approvals=deferred("GET", "/brain/approvals"))
+    return {"count": len(r["decisions"].items()) + len(r["approvals"].items())}
+
+
+async def kanban(_: dict[str, str]) -> dict[str, Any]:
+    r = await gather(tasks=deferred("GET", "/tasks", limit=500), projects=deferred("GET", "/projects", limit=500))
+    projects = {p["id"]: p["name"] for p in r["projects"].items()}
+    columns: dict[str, list[dict[str, Any]]] = {s: [] for s in TASK_STATES}
+    for t in r["tasks"].items():
+        columns.setdefault(t["state"], []).append(t)
+    for items in columns.values():
+        items.sort(key=lambda t: (t.get("priority", 2), -int(t["id"])))
+    return {"columns": columns, "projects": projects, "tasks_error": None if r["tasks"].ok else r["tasks"].error_message()}
+
+
+async def agents(_: dict[str, str]) -> dict[str, Any]:
+    reply = await api("GET", "/sessions", params={"state": "running"})
+    return {"agents_missing": reply.missing, "agents": reply.items()}
+
+
+async def missions(_: dict[str, str]) -> dict[str, Any]:
+    reply = await api("GET", "/missions", params={"limit": 100})
+    return {"missions_missing": reply.missing or not reply.ok, "missions": reply.items(), "levels": LEVELS}
+
+
+async def escalations(_: dict[str, str]) -> dict[str, Any]:
+    r = await gather(decisions=deferred("GET", "/decisions", status="pending", limit=200), approvals=deferred("GET", "/brain/approvals"))
+    return {
+        "decisions": r["decisions"].items(),
+        "decisions_missing": r["decisions"].missing,
+        "approvals": r["approvals"].items(),
+        "approvals_missing": r["approvals"].missing,
+    }
+
+
+async def task(args: dict[str, str]) -> dict[str, Any]:
+    tid = args.get("id", "")
+    if not tid.isdigit():
+        abort(404)
+    r = await gather(task=deferred("GET", f"/tasks/{tid}"), decisions=deferred("GET", "/decisions", task=tid, limit=100),
+                      sessions=deferred("GET", "/sessions", task=tid))
+    if r["task"].status == 404:
+        abort(404)
+    t = r["task"].body if r["task"].ok else None
+    sessions = r["sessions"].items()
+    running = [s for s in sessions if s.get("state") == "running"]
+    session = me()
+    can_type = t is not None and (session.is_admin or t.get("owner_id") == session.user.get("id"))
+    return {
+        "task": t, "task_id": int(tid), "decisions": r["decisions"].items(), "decisions_missing": r["decisions"].missing,
+        "sessions": sessions, "live_session": running[-1]["session"] if running else None, "can_type": can_type,
+    }
+
+
+async def plugins(_: dict[str, str]) -> dict[str, Any]:
+    reply = await api("GET", "/plugins")
+    return {"plugins": reply.items()}
+
+
+async def tools(_: dict[str, str]) -> dict[str, Any]:
+    """Tools offered to the brain now: the ``tool`` contributions of every enabled plugin."""
+    enabled = [p["name"] for p in (await api("GET", "/plugins")).items() if p.get("state") == "enabled"]
+    replies = await gather(**{name: deferred("GET", f"/plugins/{name}") for name in enabled})
+    found: dict[str, list[str]] = {}
+    for name, reply in replies.items():
+        if reply.ok:
+            names = [c["name"] for c in reply.body.get("contributions", []) if c.get("kind") == "tool"]
+            if names:
+                found[name] = sorted(names)
+    return {"tools": [(p, found[p]) for p in sorted(found)]}
+
+
+async def users(_: dict[str, str]) -> dict[str, Any]:
+    if not me().is_admin:
+        return {"users": [], "users_forbidden": True}
+    reply = await api("GET", "/users", params={"limit": 500})
+    return {"users": reply.items(), "users_forbidden": reply.status == 403}
+
+
+PANELS: dict[str, Panel] = {
+    "badge": Panel(badge, "partials/badge.html"),
+    "kanban": Panel(kanban, "partials/kanban.html"),
+    "agents": Panel(agents, "partials/agents.html"),
+    "missions": Panel(missions, "partials/missions.html"),
+    "escalations": Panel(escalations, "partials/escalations.html"),
+    "task": Panel(task, "partials/task.html"),
+    "plugins": Panel(plugins, "partials/plugins.html"),
+    "tools": Panel(tools, "partials/tools.html"),
+    "users": Panel(users, "partials/users.html"),
+}
+
+
+async def load(*names: str, args: dict[str, str] | None = None) -> dict[str, Any]:
+    """The merged context of several panels, loaded concurrently."""
+    loaded = await gather(**{name: (lambda n=name: PANELS[n].loader(args or {})) for name in names})
+    out: dict[str, Any] = {}
+    for name in names:
+        out.update(loaded[name])
+    return out
+
+
+@bp.get("/partials/<name>")
+@login_required
+async def partial(name: str) -> str:
+    """One panel's HTML (for htmx refreshes)."""
+    panel = PANELS.get(name)
+    if panel is None:
+        abort(404)
+    args = dict(request.args.items())
+    return await render_template(panel.template, **await panel.loader(args), args=args)
