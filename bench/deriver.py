@@ -10,7 +10,9 @@ Measured: prompt drawn → decision created (the decision's ``detected_at``), me
 the CPU time of this process (kernel + plugins; tmux's own processes are not counted) over the
 measurement window as a share of one core. Targets: median ≤ 150 ms, p99 ≤ 500 ms, ≤ 15 %.
 
-Usage: ``python bench/deriver.py [--panes 50] [--seconds 60]``.
+Usage: ``python bench/deriver.py [--panes 50] [--seconds 60] [--prompt-every 0.5 3] [--print-every 0.02 0.2]``
+(defaults: a prompt every 0.5–3 s per pane and a printed line every 20–200 ms while working —
+a heavy load: ~25 prompts/s and ~450 lines/s over 50 panes).
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ task = os.environ.get("ELOWEN_TASK", "?")
 fd = sys.stdin.fileno()
 tty.setraw(fd)
 rng = random.Random()
+PROMPT_EVERY = tuple(json.loads(os.environ["BENCH_PROMPT_EVERY"]))
+PRINT_EVERY = tuple(json.loads(os.environ["BENCH_PRINT_EVERY"]))
 n = 0
 while True:
-    end = time.monotonic() + rng.uniform(0.5, 3.0)
+    end = time.monotonic() + rng.uniform(*PROMPT_EVERY)
     sys.stdout.write("\x1b[H\x1b[2J")
     while time.monotonic() < end:
         sys.stdout.write(f"working on step {rng.randrange(10**6)} " + "." * rng.randrange(60) + "\r\n")
         sys.stdout.flush()
-        time.sleep(rng.uniform(0.02, 0.2))
+        time.sleep(rng.uniform(*PRINT_EVERY))
     n += 1
     sys.stdout.write(prompt)
     sys.stdout.flush()
@@ -69,7 +73,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
-async def run(panes: int, seconds: float) -> dict[str, Any]:
+async def run(panes: int, seconds: float, prompt_every: tuple[float, float] = (0.5, 3.0), print_every: tuple[float, float] = (0.02, 0.2)) -> dict[str, Any]:
     from elowen_sdk import Service
     from elowen_sdk.testing import plugin_kernel
 
@@ -88,7 +92,10 @@ async def run(panes: int, seconds: float) -> dict[str, Any]:
     repo.mkdir()
     config = {
         "tmux": {"socket": socket, "width": 200, "height": 50, "pause_after": 0},
-        "claude-code": {"binary": str(wrapper), "env": {"BENCH_LOG": str(log), "BENCH_PROMPT": str(PROMPT)}},
+        "claude-code": {"binary": str(wrapper), "env": {
+            "BENCH_LOG": str(log), "BENCH_PROMPT": str(PROMPT),
+            "BENCH_PROMPT_EVERY": json.dumps(list(prompt_every)), "BENCH_PRINT_EVERY": json.dumps(list(print_every)),
+        }},
         "agents": {"max_agents": panes, "scheduler_interval": 1.0, "preseed_trust": False},
     }
     try:
@@ -105,18 +112,19 @@ async def run(panes: int, seconds: float) -> dict[str, Any]:
             while svc.sessions.count_running() < panes:
                 await trio.sleep(0.1)
             await trio.sleep(2.0)  # let every agent start
-            approved: set[int] = set()
+
+            async def approve(decision_id: int) -> None:
+                try:
+                    await svc.decide(decision_id, "approve", decided_by="bench")
+                except Exception:
+                    pass
 
             async def approver() -> None:
-                while True:
+                async with kernel.events.subscribe(types=["decision.created"]) as events, trio.open_nursery() as inner:
                     for d in svc.decisions.list(status="pending", limit=500):
-                        if d["id"] not in approved:
-                            approved.add(d["id"])
-                            try:
-                                await svc.decide(d["id"], "approve", decided_by="bench")
-                            except Exception:
-                                pass
-                    await trio.sleep(0.02)
+                        inner.start_soon(approve, d["id"])
+                    async for event in events:
+                        inner.start_soon(approve, event.data["decision"]["id"])
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(approver)
@@ -149,6 +157,8 @@ async def run(panes: int, seconds: float) -> dict[str, Any]:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
     return {
         "panes": panes,
+        "prompt_every_s": list(prompt_every),
+        "print_every_s": list(print_every),
         "seconds": round(elapsed, 1),
         "prompts": len(latencies),
         "missed": missed,
@@ -163,9 +173,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--panes", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--prompt-every", type=float, nargs=2, default=(0.5, 3.0), metavar=("MIN", "MAX"), help="seconds of work between prompts (uniform)")
+    parser.add_argument("--print-every", type=float, nargs=2, default=(0.02, 0.2), metavar=("MIN", "MAX"), help="seconds between printed lines while working")
     args = parser.parse_args()
     os.environ.setdefault("ELOWEN_NO_AUTOSTART", "1")
-    result = trio.run(run, args.panes, args.seconds)
+    result = trio.run(run, args.panes, args.seconds, tuple(args.prompt_every), tuple(args.print_every))
     print(json.dumps(result, indent=2))
     print(
         f"prompt -> decision over {result['prompts']} prompts from {result['panes']} panes: "

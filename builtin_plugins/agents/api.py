@@ -184,15 +184,20 @@ class _Api:
         target = row["pane_id"] or name
         try:
             await ws.send(await tmux.capture(target, escapes=True))
-            async with tmux.subscribe(name) as stream, trio.open_nursery() as nursery:
-                if grant.input:
-                    nursery.start_soon(self._typed, ws, tmux, target)
-                async for event in stream:
-                    if event.lost:
-                        await ws.send(await tmux.capture(target, escapes=True))
-                    else:
-                        await ws.send(event.data)
-                nursery.cancel_scope.cancel()
+            async with self.svc.supervisor.attach_lock:
+                stream = await tmux.open_stream(name)
+            try:
+                async with trio.open_nursery() as nursery:
+                    if grant.input:
+                        nursery.start_soon(self._typed, ws, tmux, target)
+                    async for event in stream:
+                        if event.lost:
+                            await ws.send(await tmux.capture(target, escapes=True))
+                        else:
+                            await ws.send(event.data)
+                    nursery.cancel_scope.cancel()
+            finally:
+                stream.close()
         except Exception as exc:  # the client went away, or the session ended
             log.debug("terminal of %s closed: %s", name, exc)
         finally:

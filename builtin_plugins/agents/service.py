@@ -163,7 +163,14 @@ class AgentsService:
 
     def _start(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._nursery is not None:
-            self._nursery.start_soon(fn, *args)
+            self._nursery.start_soon(self._guarded, fn, *args)
+
+    @staticmethod
+    async def _guarded(fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            await fn(*args)
+        except Exception:  # one pane's failure must not stop the others
+            log.exception("agents: background task %s failed", getattr(fn, "__qualname__", fn))
 
     def _pane(self, row: Mapping[str, Any], provider: Any) -> Pane:
         now = trio.current_time()
@@ -310,7 +317,8 @@ class AgentsService:
             launch = self.build_launch(row, provider, token)
             if launch.cli_session_id:
                 self.sessions.set_cli_session_id(name, launch.cli_session_id)
-            spawned = await self.tmux().spawn(name, launch.argv, cwd=launch.workdir, env=launch.env)
+            async with self.supervisor.attach_lock:
+                spawned = await self.tmux().spawn(name, launch.argv, cwd=launch.workdir, env=launch.env)
         except Exception as exc:
             log.exception("agents: spawning %s failed", name)
             await self._gone(self.sessions.by_name(name) or row, f"spawn failed: {exc}", None)

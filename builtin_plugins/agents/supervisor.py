@@ -93,6 +93,10 @@ class Supervisor:
         self.on_prompt = on_prompt
         self.auto_trust = auto_trust
         self.panes: dict[str, Pane] = {}
+        self.attach_lock = trio.Lock()
+        """Held around ``new-session`` and watcher attaches: tmux 3.3a's server segfaults when a
+        control client attaches while another session is being created (reproduced here with
+        50 agents; ``bench/deriver.py``)."""
 
     # ------------------------------------------------------------------ watching
 
@@ -106,7 +110,8 @@ class Supervisor:
         pane.watching = True
         try:
             try:
-                stream = await self._tmux().open_stream(pane.name)
+                async with self.attach_lock:
+                    stream = await self._tmux().open_stream(pane.name)
             except SessionNotFoundError:
                 return
             try:
@@ -147,12 +152,16 @@ class Supervisor:
         created: dict[str, Any] | None = None
         async with pane.lock:
             try:
-                screen, c, h = await self.capture(pane)
+                screen = await self._tmux().capture(pane.target)
             except SessionNotFoundError:
                 return None
             now = trio.current_time()
-            pane.derived += 1
+            h = screen_hash(screen)
             pane.activity.observe(h, len(screen), now)
+            if h == pane.last_hash and pane.last is not None:
+                return pane.last  # same frame: same classification, nothing new to act on
+            c = pane.provider.classify(screen)
+            pane.derived += 1
             self._observe(pane, c, h, now)
             inst = pane.prompts.current
             if pane.inherited:

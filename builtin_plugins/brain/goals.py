@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 from .sentinels import Sentinels
@@ -27,7 +27,7 @@ from .store import BrainStore
 
 __all__ = ["GoalLimits", "GoalOutcome", "apply_turn", "goal_prompt", "open_subgoals", "status_text"]
 
-PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
+PROMPTS = resources.files("elowen.prompts")  # the prompts/ folder, shipped in the wheel
 _PROTOCOL_FILE = "goal_protocol.md"
 _FALLBACK_PROTOCOL = (
     "You are working toward a persistent goal.\n\nGoal: {goal}\n{subgoals}\n{progress}\n{note}\n"

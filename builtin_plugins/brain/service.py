@@ -17,6 +17,7 @@ conversation, or a stream is attached (a CLI following its turn). Otherwise it p
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import logging
 import re
@@ -50,12 +51,6 @@ _WIRE_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 class Busy(Exception):
     """A turn is already running in the conversation (the API answers 409 ``turn_running``)."""
-
-
-def _kernel(ctx: Any) -> Any:
-    # The SDK context offers no read-only view of the contributions yet; the kernel's ledger is
-    # the one place they live.
-    return ctx._kernel
 
 
 class BrainService:
@@ -92,11 +87,11 @@ class BrainService:
 
     def ctx_contributions(self, kind: str) -> Mapping[str, Any]:
         """A snapshot of every contribution of ``kind`` (name → owned record)."""
-        return _kernel(self.ctx).contributions.all(kind)
+        return self.ctx.contributions(kind)
 
     def bus_has(self, hook: str) -> bool:
         """Whether any enabled plugin implements ``hook``."""
-        return bool(_kernel(self.ctx).bus.has_impls(hook))
+        return self.ctx.has_impls(hook)
 
     def _publish(self, type_: str, data: Mapping[str, Any]) -> None:
         self.ctx.publish(type_, data)
@@ -397,7 +392,7 @@ class BrainService:
                 yield {"type": "brain.done", "conversation_id": session.id, "user_id": user_id, "goal": self.db.live_goal(session.id)}
                 return
             session.running = True
-            self.ctx.start_soon(self.drive, session, text, max_turns, name=f"brain.turn.{session.id}")
+            self.ctx.start_soon(functools.partial(self.drive, session, text, max_turns=max_turns), name=f"brain.turn.{session.id}")
             async for item in receive:
                 yield item
                 if item["type"] == "brain.done":

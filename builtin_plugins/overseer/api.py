@@ -13,7 +13,8 @@
 ``POST /escalations/{id}``                   ``{action: approve|reject|choice|answer, choice?,
                                              text?, rationale?}``
 ``POST /asks``                               ``{question, history?: bool | [str], task_id?}`` → 201
-``GET /asks/{id}``                           ``?wait=S`` (0–60): long-poll until answered
+``GET /asks/{id}``                           ``?wait=S`` (0–60), ``seen=<status>``: long-poll
+                                             while the status is still ``seen``
 ``GET /overseer/poll``                       ``?wait=S`` (0–60; ``mission=`` for admins):
                                              ``{"decision": {...} | null}``
 ``POST /overseer/decide``                    ``{id, action: approve|reject|escalate|choice|answer,
@@ -328,10 +329,12 @@ class _Api:
         )
         if not visible:
             raise HTTPError(404, "not_found", f"ask {decision_id} not found")
-        if wait > 0:
-            def still_open() -> bool:
+        seen = req.query.get("seen") or decision["status"]
+        if wait > 0 and decision["status"] == seen and seen in ("pending", "escalated"):
+
+            def still_open() -> bool:  # return on any change (pending → escalated too)
                 current = decisions.get(decision_id)
-                return current is not None and current["status"] in ("pending", "escalated")
+                return current is not None and current["status"] == seen
 
             await self.rt.autopilot.wait_decided(decision_id, wait, still_open)
             decision = decisions.get(decision_id)

@@ -244,12 +244,12 @@ class ParkedOverseers:
         self.ctx.publish("overseer.agent_died", {"mission_id": row["mission_id"], "session": row["session"], "reason": reason, "escalated": count, "restarts": restarts})
 
     async def _end(self, row: Mapping[str, Any], state: str, reason: str) -> None:
-        self.store.execute("UPDATE overseer_agents SET state = ?, ended_at = ?, end_reason = ? WHERE id = ?", (state, utc_iso(), reason, row["id"]))
-        self._activity.pop(row["session"], None)
         try:
             await self.ctx.service("tmux").kill(row["session"])
         except Exception:
             log.exception("overseer: killing %s failed", row["session"])
+        self.store.execute("UPDATE overseer_agents SET state = ?, ended_at = ?, end_reason = ? WHERE id = ?", (state, utc_iso(), reason, row["id"]))
+        self._activity.pop(row["session"], None)
         if row["user_id"] is not None:
             self.store.execute("DELETE FROM tokens WHERE user_id = ?", (row["user_id"],))
 

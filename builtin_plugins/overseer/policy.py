@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .destructive import check_command, check_file_write
-
 __all__ = ["ACTIONS_BY_KIND", "Final", "Proposal", "destructive_reasons", "finalize", "no_model_proposal"]
 
 ACTIONS_BY_KIND: Mapping[str, frozenset[str]] = {
@@ -123,6 +121,8 @@ def destructive_reasons(decision: Mapping[str, Any], *, checkout: str | None, ho
     :func:`~.destructive.check_file_write`). ``home`` is the agent's ``$HOME`` (default: this
     process's). Prose fields (``description``, ``question``) are never read.
     """
+    from .destructive import check_command, check_file_write  # lazily: a 50–80 ms import
+
     payload = decision.get("payload") or {}
     request = payload.get("request") or {}
     if not isinstance(request, Mapping):

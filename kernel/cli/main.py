@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "daemon": "services:daemon",
     "up": "services:up",
     "down": "services:down",
+    "web": "services:web",
     "task": "tasks:task",
     "close": "tasks:close",
     "project": "projects:project",
@@ -37,6 +38,12 @@ COMMANDS: dict[str, str] = {
     "agents": "agents:agents",
     "attach": "agents:attach",
     "decide": "agents:decide",
+    "mission": "overseer:mission",
+    "overseer": "overseer:overseer",
+    "escalations": "overseer:escalations",
+    "ask": "overseer:ask",
+    "provider": "overseer:provider",
+    "chat": "chat:chat",
 }
 """Command name → ``module:attribute`` in this package, imported only when the command runs
 (or for ``--help``), so a command pays for its own imports only."""

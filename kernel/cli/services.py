@@ -1,4 +1,5 @@
-"""``elowen daemon start|stop|status|logs`` and ``elowen up`` / ``elowen down``."""
+"""``elowen daemon start|stop|status|logs``, ``elowen web [start|stop|status|logs]`` and
+``elowen up`` / ``elowen down`` (the daemon, then the web front end)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import click
 
 from . import daemonctl
 from .app import App
+from elowen.web.launch import WEB
+
 from .daemonctl import DAEMON, SERVICES, Service
 from .errors import ControlError, Failure
 from .output import echo_json, note
 
-__all__ = ["daemon", "down", "up"]
+__all__ = ["daemon", "down", "up", "web"]
+
+#: What ``elowen up`` starts (in order) and ``elowen down`` stops (in reverse).
+ALL: tuple[Service, ...] = (*SERVICES, WEB)
 
 
 def _start(app: App, services: tuple[Service, ...], foreground: bool) -> None:
@@ -93,8 +99,8 @@ def daemon_logs(app: App, follow: bool, lines: int) -> None:
 @click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
 @click.pass_obj
 def up(app: App, foreground: bool) -> None:
-    """Start everything Elowen runs (the daemon; later the web front end too)."""
-    _start(app, SERVICES, foreground)
+    """Start everything Elowen runs: the daemon, then the web front end."""
+    _start(app, ALL, foreground)
 
 
 @click.command()
@@ -103,4 +109,53 @@ def up(app: App, foreground: bool) -> None:
 @click.pass_obj
 def down(app: App, timeout: float, force: bool) -> None:
     """Stop everything Elowen runs, in reverse start order."""
-    _stop(app, SERVICES, timeout, force)
+    _stop(app, ALL, timeout, force)
+
+
+@click.group(invoke_without_command=True)
+@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@click.pass_context
+def web(ctx: click.Context, foreground: bool) -> None:
+    """Run the web front end alone (ELOWEN_WEB_PORT, default 4500); bare `elowen web` starts it."""
+    if ctx.invoked_subcommand is None:
+        _start(ctx.obj, (WEB,), foreground)
+
+
+@web.command("start")
+@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@click.pass_obj
+def web_start(app: App, foreground: bool) -> None:
+    """Start the web front end (detached, logging to $ELOWEN_HOME/logs/web.log) unless it runs."""
+    _start(app, (WEB,), foreground)
+
+
+@web.command("stop")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait after SIGTERM.")
+@click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")
+@click.pass_obj
+def web_stop(app: App, timeout: float, force: bool) -> None:
+    """Stop the web front end (SIGTERM to the pid in $ELOWEN_HOME/web.pid)."""
+    _stop(app, (WEB,), timeout, force)
+
+
+@web.command("status")
+@click.pass_obj
+def web_status(app: App) -> None:
+    """Say whether the web front end answers; exit status 3 when it does not."""
+    st = daemonctl.status(WEB, app.cfg)
+    click.echo(f"web: running (pid {st.pid}) at {st.url}" if st.running else f"web: not running at {st.url}; log: {st.log}")
+    if not st.running:
+        raise SystemExit(3)
+
+
+@web.command("logs")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until Ctrl-C.")
+@click.option("-n", "--lines", type=click.IntRange(min=0), default=50, show_default=True, help="How many last lines to print.")
+@click.pass_obj
+def web_logs(app: App, follow: bool, lines: int) -> None:
+    """Print the web front end's log file."""
+    path = WEB.log_file(app.cfg)
+    try:
+        daemonctl.tail(path, lines, follow=follow, write=click.echo)
+    except FileNotFoundError:
+        raise Failure(f"no log file at {path} (the web front end was never started from this home)", 1) from None

@@ -84,6 +84,22 @@ class Context:
         settings through the API or the CLI, so every change is validated and reconciled)."""
         return MappingProxyType(self._kernel.settings.data)
 
+    def update_settings(self, mutator: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Change ``config.toml`` through the kernel (validated, atomic, reconciled); needs
+        ``settings.write``. Returns the new settings."""
+        self.require("settings.write", "change settings")
+        return self._kernel.settings.update(mutator)
+
+    def contributions(self, kind: str) -> Mapping[str, Any]:
+        """An immutable snapshot of every enabled plugin's contributions of ``kind``
+        (``tool``, ``command``, ``executor``, …): name → record with ``plugin``, ``name``,
+        ``obj``. Take a new snapshot when :attr:`generation` changes."""
+        return self._kernel.contributions.all(kind)
+
+    def has_impls(self, hook: str) -> bool:
+        """Whether any enabled plugin implements ``hook`` (skip building costly arguments)."""
+        return self._kernel.bus.has_impls(hook)
+
     @property
     def store(self) -> Any:
         self.require("store", "use the store")

@@ -34,7 +34,7 @@ from quart import Quart, Response, request
 from werkzeug.routing import BaseConverter
 
 from .auth import Principal, authenticate
-from .errors import BadRequest, Forbidden, Unprocessable, drain_body
+from .errors import BadRequest, Forbidden, Unprocessable
 from .state import current
 
 __all__ = [
@@ -271,14 +271,6 @@ def _wrap(spec: RouteSpec, fn: Handler) -> Callable[..., Awaitable[Response]]:
     wanted = set(inspect.signature(fn).parameters)
 
     async def view(**path: Any) -> Response:
-        state = current()
-        state.inflight += 1
-        try:
-            return await _handle(**path)
-        finally:
-            state.inflight -= 1
-
-    async def _handle(**path: Any) -> Response:
         me = _check_auth(spec)
         kwargs: dict[str, Any] = dict(path)
         if "me" in wanted:
@@ -288,11 +280,7 @@ def _wrap(spec: RouteSpec, fn: Handler) -> Callable[..., Awaitable[Response]]:
         if spec.body is not None:
             kwargs["body"] = await parse_body(spec.body)
         result = await fn(**kwargs)
-        drained = spec.body is not None or request.method == "GET" or await drain_body()
-        response = result if isinstance(result, Response) else json_response(result, spec.status)
-        if not drained:
-            response.headers["Connection"] = "close"
-        return response
+        return result if isinstance(result, Response) else json_response(result, spec.status)
 
     view.__name__ = fn.__name__
     view.__doc__ = fn.__doc__

@@ -5,7 +5,7 @@ from __future__ import annotations
 from quart_trio import QuartTrio
 
 from .api import IdConverter, RouteSpec
-from .errors import register_error_handlers
+from .errors import read_body, register_error_handlers
 from .openapi import build_openapi
 from .plugin_routes import mount as mount_plugin_routes
 from .routes import audit, events, health, plugins, projects, tasks, users
@@ -29,6 +29,18 @@ def create_app(state: DaemonState, *, max_body: int = MAX_BODY, response_timeout
     app.config.update(MAX_CONTENT_LENGTH=max_body, BODY_TIMEOUT=30, RESPONSE_TIMEOUT=response_timeout)
     app.url_map.converters["id"] = IdConverter
     app.extensions[EXTENSION] = state
+
+    async def count_in(*_: object) -> None:
+        state.inflight += 1
+
+    async def count_out(*_: object) -> None:
+        state.inflight -= 1
+
+    # Shutdown waits until no request is in flight (server.serve); count from the first byte
+    # of the body on, then read the body before anything can answer.
+    app.before_request(count_in)
+    app.teardown_request(count_out)
+    app.before_request(read_body)
     register_error_handlers(app)
     specs: list[RouteSpec] = []
     for group in _GROUPS:

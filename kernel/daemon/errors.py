@@ -16,6 +16,7 @@ from werkzeug.exceptions import HTTPException
 
 __all__ = [
     "ApiError",
+    "read_body",
     "BadRequest",
     "Conflict",
     "Forbidden",
@@ -91,25 +92,14 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return Response(body, status=status, mimetype="application/json", headers=headers)
 
 
-async def drain_body() -> bool:
-    """Read what is left of the request body (an unread body leaves the keep-alive connection
-    stuck). Returns ``False`` when it could not be read (too large, broken): the response
-    must then close the connection."""
-    import trio
+async def read_body() -> None:
+    """Read the whole request body before anything answers (a ``before_request`` hook, which
+    also runs for requests no route matches). A response sent while the body was still
+    unread has left keep-alive connections stuck under hypercorn; reading it first (at most
+    ``MAX_CONTENT_LENGTH``, else 413) avoids that. Handlers get it from the cache."""
     from quart import request
 
-    try:
-        with trio.move_on_after(2.0) as scope:
-            await request.get_data(cache=True)
-        return not scope.cancelled_caught
-    except Exception:
-        return False
-
-
-def _finish(response: Response, drained: bool) -> Response:
-    if not drained:
-        response.headers["Connection"] = "close"
-    return response
+    await request.get_data(cache=True)
 
 
 def _snake(name: str) -> str:
@@ -128,7 +118,7 @@ def register_error_handlers(app: Quart) -> None:
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
         headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
-        return _finish(error_response(exc.status, exc.code, exc.message, headers), await drain_body())
+        return error_response(exc.status, exc.code, exc.message, headers)
 
     @app.errorhandler(HTTPException)
     async def _http_error(exc: HTTPException) -> Response:
@@ -137,27 +127,27 @@ def register_error_handlers(app: Quart) -> None:
         message = exc.description or exc.name
         if status == 413:
             message = "request body too large"
-        # Raised before any view ran (routing, size limit): the request body may still be
-        # unread, which has left keep-alive connections stuck; close this one instead.
-        response = _finish(error_response(status, code, message), drained=False)
+        response = error_response(status, code, message)
+        if status == 413:
+            response.headers["Connection"] = "close"  # the rest of the body is still on the wire
         if status == 405 and getattr(exc, "valid_methods", None):
             response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
         return response
 
     @app.errorhandler(ExecSpecError)
     async def _exec_error(exc: ExecSpecError) -> Response:
-        return _finish(error_response(422, "invalid_exec", str(exc)), await drain_body())
+        return error_response(422, "invalid_exec", str(exc))
 
     @app.errorhandler(PluginNotFound)
     async def _plugin_not_found(exc: PluginNotFound) -> Response:
-        return _finish(error_response(404, "not_found", str(exc)), await drain_body())
+        return error_response(404, "not_found", str(exc))
 
     @app.errorhandler(ConfigError)
     async def _config_error(exc: ConfigError) -> Response:
-        return _finish(error_response(422, "invalid_config", str(exc)), await drain_body())
+        return error_response(422, "invalid_config", str(exc))
 
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
         log.error("unhandled error", exc_info=exc)
-        return _finish(error_response(500, "internal_error", "internal error; see the daemon log"), await drain_body())
+        return error_response(500, "internal_error", "internal error; see the daemon log")
 

@@ -78,6 +78,20 @@ class PluginContext(Protocol):
         """The kernel's settings (``config.toml``) as last loaded, read-only."""
         ...
 
+    def update_settings(self, mutator: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Change ``config.toml`` (validated, written atomically, reconciled); needs
+        ``settings.write``."""
+        ...
+
+    def contributions(self, kind: str) -> Mapping[str, Any]:
+        """Snapshot of all enabled plugins' contributions of ``kind`` (name → record with
+        ``plugin``, ``name``, ``obj``)."""
+        ...
+
+    def has_impls(self, hook: str) -> bool:
+        """Whether any enabled plugin implements ``hook``."""
+        ...
+
     @property
     def store(self) -> Any:
         """The kernel store (needs ``store``)."""
@@ -103,6 +117,7 @@ class PluginContext(Protocol):
         """Emit an observational hook to every enabled plugin."""
         ...
 
-    async def mutate(self, hook: str, value: Any, **kwargs: Any) -> Any:
-        """Run a mutating hook over ``value``; returns the patched value."""
+    async def mutate(self, hook: str, **kwargs: Any) -> Any:
+        """Run a mutating hook with its arguments (e.g. ``turn=TurnContext(...)``); returns the
+        hook's object after every allowed patch."""
         ...

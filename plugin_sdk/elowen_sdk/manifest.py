@@ -35,6 +35,7 @@ Capabilities (``name`` or ``name:argument``):
 ``process.spawn``      start processes (tmux sessions, subprocesses)
 ``service:<name>``     use another plugin's service ``<name>``
 ``inference``          call the LLM relay
+``settings.write``     change ``config.toml`` through ``ctx.update_settings``
 =====================  ==============================================================
 
 ``<root>`` may start with ``$PLUGIN_DATA`` (the plugin's data folder), ``$ELOWEN_HOME``,
@@ -68,6 +69,7 @@ CAPABILITY_NAMES: dict[str, bool] = {
     "process.spawn": False,
     "service": True,
     "inference": False,
+    "settings.write": False,
 }
 
 CONTRIBUTION_FIELDS = ("tools", "commands", "skills", "hooks", "platforms", "executors", "prompt_fragments", "loops", "routes", "services")

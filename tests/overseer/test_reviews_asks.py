@@ -37,7 +37,7 @@ async def test_review_rejection_reopens_at_most_n_times(tmp_path: Path, socket_n
         await w.decisions.decide(third["id"], "reject", rationale="add a changelog entry", decided_by="user:1")
         task = await until(lambda: (t := w.tasks.get(task_id))["state"] == "open" and t, what="reopened by a human")
         assert "add a changelog entry" in task["resume_note"]
-        payload = [r["body"] for r in model_server.requests if r.api == "chat"][0]
+        payload = [r.body for r in model_server.requests if r.api == "chat"][0]
         assert "done 1" in payload["messages"][1]["content"]
 
 

@@ -5,7 +5,7 @@
   var box = document.getElementById("terminal");
   if (!box || !window.Terminal) { return; }
   var wantInput = box.dataset.input === "1";
-  var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, convertEol: false, disableStdin: true, cursorBlink: false,
+  var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, convertEol: true, disableStdin: true, cursorBlink: false,
                                    scrollback: 2000, theme: { background: "#14161a" } });
   term.open(box);
   var mode = document.getElementById("term-mode");

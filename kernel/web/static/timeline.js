@@ -30,6 +30,7 @@
     if (d.name) { bits.push(d.name); }
     if (d.session) { bits.push(d.session); }
     if (d.signal) { bits.push(d.signal); }
+    if (d.mission) { bits.push(d.mission.name + " · L" + d.mission.level + " · " + d.mission.state); }
     if (d.decision) { bits.push(d.decision.kind + " #" + d.decision.id + " " + d.decision.status); }
     if (t.state) { bits.push(t.state); }
     if (d.text) { bits.push(String(d.text).slice(0, 120)); }
@@ -44,7 +45,7 @@
     var time = document.createElement("time");
     var now = new Date();
     time.dateTime = now.toISOString();
-    time.textContent = now.toLocaleTimeString();
+    time.textContent = now.toLocaleTimeString([], { hour12: false });
     var code = document.createElement("code");
     code.textContent = ev.type;
     var span = document.createElement("span");

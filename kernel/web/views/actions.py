@@ -58,6 +58,8 @@ async def cancel_task(task_id: int) -> Any:
 @bp.post("/decisions/<int:decision_id>")
 @login_required
 async def decide(decision_id: int) -> Any:
+    """Allow (approve), reject or answer a decision: an escalated one through the overseer's
+    ``POST /escalations/{id}``, a pending one through the agents' ``POST /decisions/{id}``."""
     form = await _form()
     action = form.get("action", "")
     if action not in ("approve", "reject", "answer"):
@@ -65,9 +67,8 @@ async def decide(decision_id: int) -> Any:
     body: dict[str, Any] = {"action": action}
     if action == "answer":
         body["text"] = form.get("text", "")
-    if form.get("choice", "").isdigit():
-        body = {"action": "choice", "choice": int(form["choice"])}
-    reply = await api("POST", f"/decisions/{decision_id}", json=body)
+    path = f"/escalations/{decision_id}" if form.get("status") == "escalated" else f"/decisions/{decision_id}"
+    reply = await api("POST", path, json=body)
     return await _flash(reply, f"Decision #{decision_id}: {action} sent.")
 
 

@@ -72,9 +72,26 @@ def deferred(method: str, path: str, **params: Any) -> Callable[[], Awaitable[An
 # ---------------------------------------------------------------------- loaders
 
 
+async def _waiting() -> dict[str, Any]:
+    """What waits for a human: pending agent decisions, decisions the overseer escalated
+    (its ``/escalations``, when the overseer is on) and the brain's approvals."""
+    r = await gather(decisions=deferred("GET", "/decisions", status="pending", limit=200),
+                     escalated=deferred("GET", "/escalations", limit=200),
+                     approvals=deferred("GET", "/brain/approvals"))
+    merged = {d["id"]: d for d in r["escalated"].items()}
+    for d in r["decisions"].items():
+        merged.setdefault(d["id"], d)
+    return {
+        "decisions": [merged[k] for k in sorted(merged)],
+        "decisions_missing": r["decisions"].missing and r["escalated"].missing,
+        "approvals": r["approvals"].items(),
+        "approvals_missing": r["approvals"].missing,
+    }
+
+
 async def badge(_: dict[str, str]) -> dict[str, Any]:
-    r = await gather(decisions=deferred("GET", "/decisions", status="pending", limit=500), approvals=deferred("GET", "/brain/approvals"))
-    return {"count": len(r["decisions"].items()) + len(r["approvals"].items())}
+    waiting = await _waiting()
+    return {"count": len(waiting["decisions"]) + len(waiting["approvals"])}
 
 
 async def kanban(_: dict[str, str]) -> dict[str, Any]:
@@ -99,13 +116,7 @@ async def missions(_: dict[str, str]) -> dict[str, Any]:
 
 
 async def escalations(_: dict[str, str]) -> dict[str, Any]:
-    r = await gather(decisions=deferred("GET", "/decisions", status="pending", limit=200), approvals=deferred("GET", "/brain/approvals"))
-    return {
-        "decisions": r["decisions"].items(),
-        "decisions_missing": r["decisions"].missing,
-        "approvals": r["approvals"].items(),
-        "approvals_missing": r["approvals"].missing,
-    }
+    return await _waiting()
 
 
 async def task(args: dict[str, str]) -> dict[str, Any]:

@@ -1,0 +1,63 @@
+"""Fixtures for the web tests: a real daemon + web stack, and Debian's chromium driven by
+Playwright (never ``playwright install``: the browser comes from apt, see
+``scripts/install-test-deps``)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .stack import Stack, start_stack
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    s = start_stack(tmp_path_factory.mktemp("web"))
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is missing: run scripts/install-test-deps (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def login(browser: Any, stack: Stack, width: int = 1280, height: int = 900) -> Any:
+    """A new browser context logged in as admin; returns its first page (on the dashboard)."""
+    ctx = browser.new_context(viewport={"width": width, "height": height})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors  # type: ignore[attr-defined]
+    page.goto(f"{stack.web_url}/login")
+    page.fill("#token", stack.admin_token)
+    page.click("form[action='/login'] button[type=submit]")
+    page.wait_for_url(f"{stack.web_url}/")
+    page.wait_for_selector("#conn[data-state=live]")
+    return page
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    d = tmp_path / "screenshots"
+    d.mkdir()
+    return d
