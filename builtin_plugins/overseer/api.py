@@ -398,9 +398,9 @@ class _Api:
     # ---------------------------------------------------------------- providers
 
     def _settings(self) -> Any:
-        # The SDK's context exposes settings read-only; provider management writes them through
-        # the kernel's Settings (validated, atomic), as `elowen provider …` documents.
-        return self.rt.ctx._kernel.settings
+        """The settings as the inference helpers want them (``.data``, ``.update(mutator)``),
+        written through ``ctx.update_settings`` (validated, atomic, reconciled)."""
+        return _SettingsView(self.rt.ctx)
 
     def list_providers(self, req: Request) -> dict[str, Any]:
         _admin(req.principal)
@@ -443,6 +443,20 @@ class _Api:
         except UnknownProvider as exc:
             raise HTTPError(404, "not_found", str(exc)) from None
         return {"deleted": req.params["name"]}
+
+
+class _SettingsView:
+    """``data`` and ``update`` over a plugin context (needs ``settings.write`` to write)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self._ctx.settings
+
+    def update(self, mutator: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        return self._ctx.update_settings(mutator)
 
 
 def routes(runtime: Callable[[], Any]) -> list[Route]:

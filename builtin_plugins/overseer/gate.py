@@ -16,13 +16,12 @@ import logging
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from .jsonrepair import parse_model_json
 from .policy import Proposal
 
-__all__ = ["SCHEMAS", "build_messages", "parse_answer", "relay_proposal", "relay_prompt_path"]
+__all__ = ["SCHEMAS", "build_messages", "parse_answer", "relay_proposal"]
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +45,12 @@ _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 MAX_FIELD = 4000  # characters of any one text field sent to the model
 
 
-def relay_prompt_path() -> Path:
-    """``prompts/overseer_relay.md`` of the Elowen source tree."""
-    return Path(__file__).resolve().parents[2] / "prompts" / "overseer_relay.md"
+@lru_cache(maxsize=1)
+def _template() -> str:
+    """``prompts/overseer_relay.md`` (shipped as ``elowen.prompts``), comments removed."""
+    from elowen.prompts import load
 
-
-@lru_cache(maxsize=4)
-def _template(path: Path) -> str:
-    return _COMMENT_RE.sub("", path.read_text(encoding="utf-8")).strip()
+    return _COMMENT_RE.sub("", load("overseer_relay")).strip()
 
 
 def _clip(value: Any) -> Any:
@@ -74,7 +71,7 @@ def build_messages(decision: Mapping[str, Any], context: Mapping[str, Any], *, l
     """
     from elowen_builtins.inference import Message
 
-    system = _template(relay_prompt_path()).replace("{{level}}", str(level)).replace("{{threshold}}", f"{threshold:.2f}")
+    system = _template().replace("{{level}}", str(level)).replace("{{threshold}}", f"{threshold:.2f}")
     payload = dict(decision.get("payload") or {})
     for noise in ("fingerprint", "instance", "detected_at"):
         payload.pop(noise, None)

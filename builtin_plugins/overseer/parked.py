@@ -28,7 +28,6 @@ import os
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -37,7 +36,7 @@ from elowen.core.store import utc_iso
 
 from .policy import Proposal
 
-__all__ = ["OVERSEER_USER", "ParkedOverseers", "overseer_prompt_path", "render_overseer_prompt"]
+__all__ = ["OVERSEER_USER", "ParkedOverseers", "render_overseer_prompt"]
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +48,12 @@ _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 _WS_RE = re.compile(r"\s+")
 
 
-def overseer_prompt_path() -> Path:
-    """``prompts/overseer.md`` of the Elowen source tree."""
-    return Path(__file__).resolve().parents[2] / "prompts" / "overseer.md"
+@lru_cache(maxsize=1)
+def _template() -> str:
+    """``prompts/overseer.md`` (shipped as ``elowen.prompts``), comments removed."""
+    from elowen.prompts import load
 
-
-@lru_cache(maxsize=4)
-def _template(path: Path) -> str:
-    return _COMMENT_RE.sub("", path.read_text(encoding="utf-8"))
+    return _COMMENT_RE.sub("", load("overseer"))
 
 
 def render_overseer_prompt(mission: Mapping[str, Any], threshold: float) -> str:
@@ -67,7 +64,7 @@ def render_overseer_prompt(mission: Mapping[str, Any], threshold: float) -> str:
         "level": str(mission["level"]),
         "threshold": f"{threshold:.2f}",
     }
-    text = _template(overseer_prompt_path())
+    text = _template()
     for key, value in values.items():
         text = text.replace("{{" + key + "}}", value)
     return _WS_RE.sub(" ", text).strip()

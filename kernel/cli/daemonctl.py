@@ -205,7 +205,8 @@ def start(service: Service, cfg: Config, *, timeout: float = START_TIMEOUT, prog
     deadline = began + timeout
     while time.monotonic() < deadline:
         health = service.health(cfg, timeout=0.5)
-        if health is not None:
+        # the daemon answers at once and loads plugins in the background: wait for them too
+        if health is not None and health.get("plugins", "ready") == "ready":
             if progress:
                 progress(f"elowen: {service.name} ready (pid {health.get('pid', proc.pid)}, {time.monotonic() - began:.1f} s)")
             proc.returncode = 0  # detached on purpose: it outlives this process

@@ -93,14 +93,18 @@ class Kernel:
     def _on_event(self, event: Event) -> None:
         self.bus.emit("on_event", event=event)
 
-    async def run(self, *, watch_settings: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, watch_settings: bool = True, wait_plugins: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """Run the kernel's tasks until cancelled: the audit writer, the reconciler (which
-        discovers and enables plugins before this reports started) and the settings watcher."""
+        discovers and enables plugins — before this reports started when ``wait_plugins``;
+        otherwise in the background, ``registry.ready`` is set when done) and the settings
+        watcher."""
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 await nursery.start(self.store.run_audit_writer)
-                await nursery.start(self.registry.run)
+                await nursery.start(functools.partial(self.registry.run, wait_ready=wait_plugins))
                 if watch_settings:
                     await nursery.start(self._watch_settings)
                 task_status.started()
@@ -128,13 +132,16 @@ class Kernel:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, home: Path | None = None, *, watch_settings: bool = True, **kwargs: Any) -> AsyncIterator[Kernel]:
-        """Create a kernel, run it in a nursery, yield it once plugins are reconciled, and shut
-        it down (plugins disabled, audit flushed, store closed) on exit."""
+    async def open(
+        cls, home: Path | None = None, *, watch_settings: bool = True, wait_plugins: bool = True, **kwargs: Any
+    ) -> AsyncIterator[Kernel]:
+        """Create a kernel, run it in a nursery, yield it (once plugins are reconciled, unless
+        ``wait_plugins`` is false), and shut it down (plugins disabled, audit flushed, store
+        closed) on exit."""
         kernel = cls(home, **kwargs)
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(functools.partial(kernel.run, watch_settings=watch_settings))
+                await nursery.start(functools.partial(kernel.run, watch_settings=watch_settings, wait_plugins=wait_plugins))
                 try:
                     yield kernel
                 finally:

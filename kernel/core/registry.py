@@ -193,6 +193,9 @@ class Registry:
         self._explicit_retry: set[str] = set()
         self._last_new: list[str] = []
         self._pending_failures: dict[str, str] = {}
+        self.ready = trio.Event()
+        """Set once the first discovery and reconcile have finished (every plugin that should
+        be enabled at start-up is enabled or in ``error``)."""
 
     # ------------------------------------------------------------------ reading
 
@@ -410,14 +413,21 @@ class Registry:
 
     # ------------------------------------------------------------------ the reconciler
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, wait_ready: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """The reconciler task. Hosts every plugin's nursery; discovers and reconciles once,
-        then applies each request in order (coalescing requests that arrive together)."""
+        then applies each request in order (coalescing requests that arrive together).
+
+        ``wait_ready``: report started only after the first reconcile (else at once, so a host
+        can serve while plugins load; :attr:`ready` tells when they have)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            if not wait_ready:
+                task_status.started()
             self._last_new = self.discover()
             await self._reconcile()
-            task_status.started()
+            self.ready.set()
+            if wait_ready:
+                task_status.started()
             try:
                 while True:
                     batch = [await self._receive.receive()]

@@ -199,6 +199,7 @@ class Health(Out):
     status: str
     version: str
     pid: int
+    plugins: str = Field(description="'starting' while plugins load in the background after start-up, then 'ready'")
 
 
 def list_of(model: type[BaseModel]) -> dict[str, Any]:

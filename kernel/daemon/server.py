@@ -208,7 +208,8 @@ async def serve(
         sock = _bind(host, port)
         real_port = int(sock.getsockname()[1])
         try:
-            async with Kernel.open(home, discover_entry_points=discover_plugins) as kernel:
+            # serve at once; plugins load in the background (GET /health says when they are ready)
+            async with Kernel.open(home, discover_entry_points=discover_plugins, wait_plugins=False) as kernel:
                 bootstrap_admin(kernel.store, home)
                 state = build_state(kernel, heartbeat)
                 app = create_app(state, response_timeout=response_timeout)

@@ -15,7 +15,7 @@ from elowen import __version__
 from .config import WebConfig
 from .security import check_request, secure_headers, session_or_none
 from .sessions import SessionStore
-from .state import EXTENSION, WebState, web_state
+from .state import EXTENSION, WebState
 from .upstream import DaemonDown, Upstream
 from .views import actions, auth, pages, panels, stream, terminal
 from .views.common import LoggedOut, is_htmx, to_login
@@ -61,8 +61,9 @@ def create_app(config: WebConfig) -> QuartTrio:
 
     @app.get("/health")
     async def health() -> Response:
-        """``{"status": "ok", "pid", "daemon": url}`` (no login needed)."""
-        return jsonify({"status": "ok", "pid": os.getpid(), "version": __version__, "daemon": config.daemon_url})
+        """``{"status": "ok", "pid", "version", "daemon": url, "sessions", "streams"}`` (no login)."""
+        return jsonify({"status": "ok", "pid": os.getpid(), "version": __version__, "daemon": config.daemon_url,
+                        "sessions": len(state.sessions), "streams": state.streams})
 
     @app.errorhandler(LoggedOut)
     async def logged_out(_: LoggedOut) -> Response:

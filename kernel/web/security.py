@@ -46,7 +46,9 @@ def _same_origin() -> bool:
     return f"{parts.scheme}://{parts.netloc}" == f"{request.scheme}://{request.host}"
 
 
-def _forbidden(code: str, message: str) -> Response:
+async def _forbidden(code: str, message: str) -> Response:
+    # Read the refused body: an unread one can wedge the kept-alive connection's next request.
+    await request.get_data()
     resp = jsonify({"error": {"code": code, "message": message}})
     resp.status_code = 403
     return resp
@@ -59,11 +61,12 @@ async def check_request() -> Response | None:
         return None
     if not _same_origin():
         log.warning("refused %s %s from origin %s", request.method, request.path, request.headers.get("Origin"))
-        return _forbidden("bad_origin", "cross-origin request refused")
+        return await _forbidden("bad_origin", "cross-origin request refused")
     if request.endpoint in _OPEN_ENDPOINTS:
         return None
     session: WebSession | None = g.session
     if session is None:
+        await request.get_data()
         resp = jsonify({"error": {"code": "unauthorized", "message": "log in first"}})
         resp.status_code = 401
         resp.headers["HX-Redirect"] = "/login"
@@ -73,7 +76,7 @@ async def check_request() -> Response | None:
         candidate = (await request.form).get("csrf_token")
     if not session.csrf_ok(candidate):
         log.warning("refused %s %s: missing or wrong CSRF token", request.method, request.path)
-        return _forbidden("csrf_failed", "missing or wrong CSRF token; reload the page")
+        return await _forbidden("csrf_failed", "missing or wrong CSRF token; reload the page")
     return None
 
 

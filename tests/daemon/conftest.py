@@ -79,7 +79,8 @@ def wait_ready(home: Path, proc: subprocess.Popen[bytes], timeout: float = START
             info = None
         if info and info.get("pid") == proc.pid:
             try:
-                if httpx.get(f"http://127.0.0.1:{info['port']}/health", timeout=1).status_code == 200:
+                r = httpx.get(f"http://127.0.0.1:{info['port']}/health", timeout=1)
+                if r.status_code == 200 and r.json().get("plugins") == "ready":
                     return int(info["port"])
             except httpx.HTTPError:
                 pass

@@ -182,7 +182,8 @@ def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = 
         if proc.poll() is not None:
             raise AssertionError((tmp_path / "daemon-stderr.txt").read_text())
         try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
+            r = httpx.get(url + "/health", timeout=1)
+            return r.status_code == 200 and r.json().get("plugins") == "ready"
         except httpx.HTTPError:
             return False
 

@@ -42,6 +42,9 @@ pytestmark = pytest.mark.slow
 
 STEP = 90.0  # seconds per waited-for step (CLIs start in 2–8 s on a 2-core machine)
 PLUGIN = {"claude": "claude-code", "codex": "codex", "opencode": "opencode", "kilo": "kilo"}
+# Codex 0.171 runs commands in a login shell (bash -lc) whose /etc/profile resets PATH, which
+# would hide Elowen's own bin folder from the agent; allow_login_shell=false keeps the agent's PATH.
+EXTRA_ARGS: dict[str, list[str]] = {"codex": ["-c", "allow_login_shell=false"]}
 EXEC = {"claude": "claude:fake-model", "codex": "codex:fake-model", "opencode": "opencode:fake/fake-model", "kilo": "kilo:fake/fake-model"}
 
 
@@ -142,7 +145,7 @@ def start(tmp_path: Path, cli: Cli, model: ModelServer, *, trust: bool = True) -
                 "scheduler_interval": 1.0, "sweep_interval": 1.0, "liveness_interval": 0.5,
                 "stuck_interval": 0.5, "janitor_interval": 0.5,
             }},
-            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env}},
+            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env, "extra_args": EXTRA_ARGS.get(cli, [])}},
         }
     }
     (home / "config.toml").write_text(tomli_w.dumps(settings))
@@ -156,7 +159,8 @@ def start(tmp_path: Path, cli: Cli, model: ModelServer, *, trust: bool = True) -
         if proc.poll() is not None:
             raise AssertionError((tmp_path / "daemon-stderr.txt").read_text())
         try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
+            r = httpx.get(url + "/health", timeout=1)
+            return r.status_code == 200 and r.json().get("plugins") == "ready"
         except httpx.HTTPError:
             return False
 

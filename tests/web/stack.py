@@ -43,7 +43,8 @@ def _wait_health(url: str, proc: subprocess.Popen[bytes], what: str, log: Path) 
         if proc.poll() is not None:
             raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
         try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+            r = httpx.get(f"{url}/health", timeout=1)
+            if r.status_code == 200 and r.json().get("plugins", "ready") == "ready":
                 return
         except httpx.HTTPError:
             pass

@@ -16,7 +16,8 @@ api = Api("meta")
 
 @api.route("GET", "/health", summary="Liveness", auth="public", response=Health)
 async def health() -> dict[str, Any]:
-    return {"status": "ok", "version": __version__, "pid": os.getpid()}
+    ready = current().kernel.registry.ready.is_set()
+    return {"status": "ok", "version": __version__, "pid": os.getpid(), "plugins": "ready" if ready else "starting"}
 
 
 @api.route("GET", "/openapi.json", summary="This API's OpenAPI 3.1 document", auth="public")
