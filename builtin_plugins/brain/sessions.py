@@ -78,7 +78,7 @@ class Session:
         if type_ != "brain.delta":
             self.flush_delta()
         self.last_activity = trio.current_time()
-        payload = {"conversation_id": self.id, "user_id": self.user_id, **data}
+        payload = {"conversation_id": self.id, "user_id": self.user_id, "audience": [self.user_id], **data}
         self._send({"type": type_, **payload})
         if type_ == "brain.delta":
             self._delta.append(str(data.get("text", "")))
@@ -94,7 +94,7 @@ class Session:
         """Publish the coalesced text deltas on the bus."""
         if self._delta:
             text, self._delta, self._delta_since = "".join(self._delta), [], 0.0
-            self._bus("brain.delta", {"conversation_id": self.id, "user_id": self.user_id, "text": text})
+            self._bus("brain.delta", {"conversation_id": self.id, "user_id": self.user_id, "audience": [self.user_id], "text": text})
 
     def _bus(self, type_: str, payload: Mapping[str, Any]) -> None:
         try:

@@ -69,29 +69,33 @@ class TypeFilter:
 
 
 class _Subscriber:
-    __slots__ = ("send", "types", "project_filter", "dropped", "last_id")
+    __slots__ = ("send", "types", "project_filter", "event_filter", "dropped", "last_id")
 
     def __init__(
         self,
         send: trio.MemorySendChannel[Event],
         types: TypeFilter | None,
         project_filter: Callable[[int | None], bool] | None,
+        event_filter: Callable[[Event], bool] | None = None,
     ) -> None:
         self.send = send
         self.types = types
         self.project_filter = project_filter
+        self.event_filter = event_filter
         self.dropped = False
         self.last_id: int | None = None
 
     def accepts(self, event: Event) -> bool:
         if self.types is not None and not self.types(event.type):
             return False
-        if self.project_filter is None:
+        if self.project_filter is None and self.event_filter is None:
             return True
         try:
-            return bool(self.project_filter(event.project_id))
+            if self.project_filter is not None and not self.project_filter(event.project_id):
+                return False
+            return self.event_filter is None or bool(self.event_filter(event))
         except Exception:
-            log.exception("project filter %r failed on event %d; event withheld", self.project_filter, event.id)
+            log.exception("event filter failed on event %d; event withheld", event.id)
             return False
 
 
@@ -284,6 +288,7 @@ class EventBus:
         last_event_id: int | None = None,
         types: Collection[str] | None = None,
         project_filter: Callable[[int | None], bool] | None = None,
+        event_filter: Callable[[Event], bool] | None = None,
         buffer: int | None = None,
     ) -> AsyncIterator[Subscription]:
         """Subscribe; yields a :class:`Subscription` (an async iterator of events).
@@ -294,6 +299,8 @@ class EventBus:
             types: exact types and/or ``prefix.*`` patterns; ``None``: all types.
             project_filter: ``f(project_id) -> bool`` deciding which events this subscriber
                 may see (``project_id`` is ``None`` for global events); ``None``: all.
+            event_filter: ``f(event) -> bool``, a further per-event rule (e.g. events private
+                to one user); ``None``: none. A filter that raises withholds the event.
             buffer: buffered events before this subscriber is dropped (default: the bus's).
 
         Raises:
@@ -302,7 +309,7 @@ class EventBus:
         if self._closed:
             raise trio.ClosedResourceError("event bus is closed")
         send, receive = trio.open_memory_channel[Event](buffer or self.buffer)
-        sub = _Subscriber(send, TypeFilter(types) if types is not None else None, project_filter)
+        sub = _Subscriber(send, TypeFilter(types) if types is not None else None, project_filter, event_filter)
         self._subscribers.append(sub)  # live first, then read the replay: no gap
         try:
             yield Subscription(self, sub, receive, last_event_id)

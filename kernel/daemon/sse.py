@@ -79,6 +79,7 @@ async def stream_events(
     types: list[str] | None,
     project_filter: Callable[[int | None], bool] | None,
     heartbeat: float,
+    event_filter: Callable[[Event], bool] | None = None,
     counter: Any = None,
 ) -> AsyncIterator[bytes]:
     """The body of a ``GET /events`` response: events after ``last_event_id`` then live ones,
@@ -89,7 +90,7 @@ async def stream_events(
         counter.inflight += 1
     yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
     try:
-        async with bus.subscribe(last_event_id=last_event_id, types=types, project_filter=project_filter) as sub:
+        async with bus.subscribe(last_event_id=last_event_id, types=types, project_filter=project_filter, event_filter=event_filter) as sub:
             while True:
                 event: Event | None = None
                 with trio.move_on_after(heartbeat):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from elowen_sdk import Event
 from quart import Response, request
 
 from ..api import Api
@@ -12,6 +15,18 @@ from ..sse import parse_types, stream_events
 from ..state import current
 
 api = Api("events")
+
+
+def audience_filter(me: Principal) -> Callable[[Event], bool]:
+    """Events whose data carries ``"audience": [user ids]`` are private to those users (a
+    brain conversation's deltas, for one); everyone else, admins included, never sees them."""
+    user_id = me.user_id
+
+    def allowed(event: Event) -> bool:
+        audience = event.data.get("audience")
+        return audience is None or (user_id is not None and user_id in audience)
+
+    return allowed
 
 
 @api.route("GET", "/events", summary="Server-sent events; resume with Last-Event-ID", query=EventsQuery,
@@ -46,7 +61,7 @@ async def events(me: Principal, query: EventsQuery) -> Response:
         raise ApiError("the daemon is shutting down", code="unavailable", status=503)
     body = stream_events(
         state.kernel.events, last_event_id=last_id, types=types, project_filter=project_filter, heartbeat=state.heartbeat,
-        counter=state,
+        counter=state, event_filter=audience_filter(me),
     )
     response = Response(body, status=200, mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
