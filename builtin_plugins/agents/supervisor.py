@@ -29,6 +29,19 @@ log = logging.getLogger(__name__)
 TRUST_SETTLE = 0.15
 """Seconds to wait after moving a trust dialog's cursor before re-capturing it."""
 
+KEY_GAP = 0.2
+"""Seconds between the keys of a multi-key answer: a terminal reads ``Escape`` followed at once
+by another key as one Alt-chord (seen with Kilo 7.7.7: ``Escape Enter`` sent together did not
+reject)."""
+
+
+async def send_keys(tmux: Any, target: str, keys: list[str] | tuple[str, ...]) -> None:
+    """Press ``keys`` one by one, :data:`KEY_GAP` apart."""
+    for i, key in enumerate(keys):
+        if i:
+            await trio.sleep(KEY_GAP)
+        await tmux.send_keys(target, key)
+
 
 class AnswerError(Exception):
     """An answer cannot be applied. ``code``: ``prompt_gone`` (the instance left the screen),
@@ -217,7 +230,7 @@ class Supervisor:
         tmux = self._tmux()
         if c.selected != accept:
             try:
-                await tmux.send_keys(pane.target, *c.move_keys(accept))
+                await send_keys(tmux, pane.target, c.move_keys(accept))
             except ValueError:
                 return False
             await trio.sleep(TRUST_SETTLE)
@@ -228,7 +241,7 @@ class Supervisor:
         if not c.approve_keys:
             return False
         _, _, h = await self.capture(pane)
-        await tmux.send_keys(pane.target, *c.approve_keys)
+        await send_keys(tmux, pane.target, c.approve_keys)
         pane.prompts.mark_answered(inst, h)
         payload = {**_request(c), "instance": inst.seq, "cli": pane.provider.cli, "detected_at": time.time()}
         decision = self.decisions.create("prompt", task_id=pane.task_id, session=pane.name, payload=payload)
@@ -278,7 +291,7 @@ class Supervisor:
                 raise AnswerError("bad_choice", str(exc)) from None
             if not keys:
                 raise AnswerError("not_answerable", f"no keys to {action} this prompt")
-            await self._tmux().send_keys(pane.target, *keys)
+            await send_keys(self._tmux(), pane.target, keys)
             inst = pane.prompts.current
             assert inst is not None
             pane.prompts.mark_answered(inst, h)

@@ -86,13 +86,14 @@ def make_home(root: Path) -> Home:
     (path / "config.toml").write_text(f'[plugins.tmux.config]\nsocket = "{tmux_socket}"\n\n[plugins.agents]\nenabled = false\n')
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ELOWEN_")}
-    env.update(ELOWEN_HOME=str(path), ELOWEN_HOST="127.0.0.1", ELOWEN_PORT=str(port))
+    env.update(ELOWEN_HOME=str(path), ELOWEN_HOST="127.0.0.1", ELOWEN_PORT=str(port), ELOWEN_WEB_PORT=str(free_port()))
     return Home(path=path, port=port, tmux_socket=tmux_socket, env=env)
 
 
 def cleanup_home(home: Home) -> None:
     """Stop the home's daemon (SIGKILL if it will not stop) and its tmux server."""
     info = home.pid_info()
+    subprocess.run([str(ELOWEN), "web", "stop"], env=home.env, capture_output=True, timeout=30)
     subprocess.run([str(ELOWEN), "daemon", "stop", "--force", "--timeout", "10"], env=home.env, capture_output=True, timeout=30)
     if info and isinstance(info.get("pid"), int):
         try:
