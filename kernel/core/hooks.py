@@ -297,10 +297,11 @@ class HookBus:
         for impl in impls:
             call_kwargs = {**kwargs, arg: obj}
             try:
-                with trio.fail_after(self.timeout):
+                if impl.is_async:
+                    with trio.fail_after(self.timeout):
+                        result = await impl.function(*self._args(impl, call_kwargs))
+                else:  # a sync implementation cannot be interrupted: no cancel scope to pay for
                     result = impl.function(*self._args(impl, call_kwargs))
-                    if inspect.isawaitable(result):
-                        result = await result
             except trio.TooSlowError:
                 self._failed(impl, "timeout", f"took longer than {self.timeout:g}s")
                 continue
