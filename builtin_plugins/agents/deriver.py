@@ -130,6 +130,7 @@ class PromptInstance:
     first_seen: float
     answered: bool = False
     answered_hash: str | None = None
+    answered_at: float = 0.0
     decision_id: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -144,13 +145,19 @@ class PromptChange:
 
 
 class PromptTracker:
-    """Tracks prompt instances on one pane. Feed every classification to :meth:`observe`."""
+    """Tracks prompt instances on one pane. Feed every classification to :meth:`observe`.
 
-    __slots__ = ("current", "_seq")
+    ``reappear_grace`` (seconds): after an answer, a changed screen still showing the same
+    prompt is taken for the CLI redrawing it before it processed the keys (not a new prompt)
+    until this much time has passed; a prompt that vanished and came back is new at once.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("current", "_seq", "reappear_grace")
+
+    def __init__(self, reappear_grace: float = 0.5) -> None:
         self.current: PromptInstance | None = None
         self._seq = 0
+        self.reappear_grace = reappear_grace
 
     def observe(self, c: Classification, shash: str, now: float) -> PromptChange:
         """Update with the classification ``c`` of a screen whose hash is ``shash``.
@@ -167,7 +174,7 @@ class PromptTracker:
             self.current = None
             return PromptChange(gone=cur)
         if cur is not None and cur.fingerprint == c.fingerprint:
-            if not cur.answered or cur.answered_hash == shash:
+            if not cur.answered or cur.answered_hash == shash or now - cur.answered_at < self.reappear_grace:
                 cur.classification = c
                 return PromptChange()
         self._seq += 1
@@ -175,10 +182,11 @@ class PromptTracker:
         self.current = new
         return PromptChange(appeared=new, gone=cur)
 
-    def mark_answered(self, instance: PromptInstance, shash: str) -> None:
-        """Keys were sent for ``instance`` while the screen hash was ``shash``."""
+    def mark_answered(self, instance: PromptInstance, shash: str, now: float = 0.0) -> None:
+        """Keys were sent for ``instance`` at ``now`` while the screen hash was ``shash``."""
         instance.answered = True
         instance.answered_hash = shash
+        instance.answered_at = now
 
     def is_current(self, seq: int, fingerprint: str) -> bool:
         """Whether instance ``seq`` with ``fingerprint`` is on screen and unanswered."""

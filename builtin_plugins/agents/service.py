@@ -41,6 +41,11 @@ __all__ = ["AgentsService", "DecideError", "Ticket"]
 
 log = logging.getLogger(__name__)
 
+TYPED_RESUME_PROMPT = frozenset({"opencode", "kilo"})
+"""Providers whose CLI ignores the prompt on its command line when resuming (OpenCode 1.18.33
+and Kilo 7.7.7 with ``-s <id> --prompt=…`` open the old conversation with an empty composer):
+the prompt is typed into the composer once the screen is idle."""
+
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh"})
 """``pane_current_command`` values meaning the agent fell back to a shell (PITFALLS 13)."""
 
@@ -108,6 +113,7 @@ class AgentsService:
         self._nursery: trio.Nursery | None = None
         self._tickets: dict[str, Ticket] = {}
         self._refused: set[int] = set()
+        self._launching: set[str] = set()  # claimed sessions whose spawn is in progress
 
     # ------------------------------------------------------------------ services
 
@@ -150,9 +156,9 @@ class AgentsService:
                     await trio.sleep(0.05)
             await self.adopt()
             self.ready.set()
-            await self.stuck()
+            await self._guarded(self.stuck)
             while True:
-                await self.tick()
+                await self._guarded(self.tick)
                 with trio.move_on_after(self.config.scheduler_interval):
                     await self._wake.wait()
                 self._wake = trio.Event()
@@ -306,9 +312,16 @@ class AgentsService:
         prompt = render_prompt(task, resume_note=task.get("resume_note") if row["attempt"] > 1 else None)
         argv = provider.build_command(prompt, model=row["model"] or None, session_id=session_id, resume=resumed)
         env = agent_env(penv, url=daemon_url(self.config), task_id=int(row["task_id"]), token=token)
-        return Launch(argv=argv, env=env, workdir=workdir, cli_session_id=session_id, resumed=resumed)
+        return Launch(argv=argv, env=env, workdir=workdir, cli_session_id=session_id, resumed=resumed, prompt=prompt)
 
     async def _launch(self, row: dict[str, Any], provider: Any) -> bool:
+        self._launching.add(row["session"])
+        try:
+            return await self._spawn(row, provider)
+        finally:
+            self._launching.discard(row["session"])
+
+    async def _spawn(self, row: dict[str, Any], provider: Any) -> bool:
         name = row["session"]
         token = None
         try:
@@ -327,7 +340,10 @@ class AgentsService:
         row = self.sessions.by_name(name) or row
         self._publish("agent.spawned", {**_agent_data(row), "resumed": launch.resumed, "argv0": launch.argv[0]}, row["task_id"])
         log.info("agents: task %s: spawned %s (%s%s)", row["task_id"], name, row["provider"], ", resumed" if launch.resumed else "")
-        self._start(self.supervisor.watch, self._pane(row, provider))
+        pane = self._pane(row, provider)
+        if launch.resumed and row["provider"] in TYPED_RESUME_PROMPT:
+            pane.pending_text = launch.prompt
+        self._start(self.supervisor.watch, pane)
         return True
 
     # ------------------------------------------------------------------ sweeps
@@ -369,12 +385,17 @@ class AgentsService:
                 )
 
     async def _exited(self, name: str, reason: str, status: int | None) -> None:
+        """Record that the agent of session ``name`` is gone. The dead pane is kept (its last
+        screen is readable) while the task is ``in_progress``: the stuck detector ends it."""
         row = self.sessions.by_name(name)
         self._drop(name)
         if row is not None and self.sessions.finish(name, "exited", reason=reason, exit_status=status):
             self._capture_cli_session(row)
             self._publish("agent.exited", {**_agent_data(row), "reason": reason}, row["task_id"])
             self._publish("signal", {"task_id": row["task_id"], "session": name, "signal": "exited", "state": "exited"}, row["task_id"])
+            task = self.tasks().exists(int(row["task_id"]))
+            if task is None or task["state"] != "in_progress":
+                await self._end_session(name, int(row["task_id"]), "exited", reason)
 
     def _capture_cli_session(self, row: Mapping[str, Any]) -> None:
         """Remember the CLI's conversation id (from its own files) for a later resume."""
@@ -398,8 +419,8 @@ class AgentsService:
         tmux = self.tmux()
         for task in self.tasks().list(state="in_progress", limit=100_000):
             row = self.sessions.latest_for_task(task["id"])
-            if row is None:
-                continue  # not started by this plugin
+            if row is None or row["session"] in self._launching:
+                continue  # not started by this plugin, or being started right now
             reason, status = None, row["exit_status"]
             if row["state"] != "running":
                 reason = row["end_reason"] or row["state"]

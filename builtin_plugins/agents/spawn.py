@@ -51,6 +51,7 @@ class Launch:
         workdir: the folder the agent works in.
         cli_session_id: the conversation id chosen up front (Claude) or resumed, else ``None``.
         resumed: ``argv`` resumes a previous conversation.
+        prompt: the task prompt (one line).
     """
 
     argv: list[str]
@@ -58,6 +59,7 @@ class Launch:
     workdir: str
     cli_session_id: str | None
     resumed: bool
+    prompt: str = ""
 
     def public_env(self) -> dict[str, str]:
         """``env`` without secrets (safe to store)."""

@@ -72,6 +72,9 @@ class Pane:
     watching: bool = False
     closed: bool = False
     derived: int = 0
+    pending_text: str | None = None
+    """Text to type into the composer the first time the CLI is idle (a resumed OpenCode/Kilo
+    ignores the prompt on its command line)."""
     inherited: list[dict[str, Any]] = field(default_factory=list)
     """Open prompt decisions recorded before a restart; the first derive re-links the one
     whose prompt is still on screen and expires the others."""
@@ -171,11 +174,16 @@ class Supervisor:
             now = trio.current_time()
             h = screen_hash(screen)
             pane.activity.observe(h, len(screen), now)
-            if h == pane.last_hash and pane.last is not None:
+            answered = pane.prompts.current is not None and pane.prompts.current.answered
+            if h == pane.last_hash and pane.last is not None and not answered:
                 return pane.last  # same frame: same classification, nothing new to act on
             c = pane.provider.classify(screen)
             pane.derived += 1
             self._observe(pane, c, h, now)
+            if pane.pending_text and c.state == "idle":
+                text, pane.pending_text = pane.pending_text, None
+                await self._tmux().send_text(pane.target, text)
+                log.info("agents: %s: typed the task prompt into the idle composer", pane.name)
             inst = pane.prompts.current
             if pane.inherited:
                 self._relink(pane, inst)
@@ -240,9 +248,12 @@ class Supervisor:
                 return False
         if not c.approve_keys:
             return False
-        _, _, h = await self.capture(pane)
+        await trio.sleep(TRUST_SETTLE)  # let the dialog finish drawing, then check it again
+        _, c, h = await self.capture(pane)
+        if not (c.state == "trust_prompt" and c.fingerprint == inst.fingerprint and c.selected == accept and c.approve_keys):
+            return False
         await send_keys(tmux, pane.target, c.approve_keys)
-        pane.prompts.mark_answered(inst, h)
+        pane.prompts.mark_answered(inst, h, trio.current_time())
         payload = {**_request(c), "instance": inst.seq, "cli": pane.provider.cli, "detected_at": time.time()}
         decision = self.decisions.create("prompt", task_id=pane.task_id, session=pane.name, payload=payload)
         inst.decision_id = decision["id"]
@@ -294,7 +305,7 @@ class Supervisor:
             await send_keys(self._tmux(), pane.target, keys)
             inst = pane.prompts.current
             assert inst is not None
-            pane.prompts.mark_answered(inst, h)
+            pane.prompts.mark_answered(inst, h, trio.current_time())
         log.info("agents: %s: decision %s answered (%s) with keys %s", pane.name, decision["id"], action, keys)
         return {"action": action, "choice": choice, "keys": keys, "sent_at": time.time()}
 

@@ -44,7 +44,8 @@ from elowen_sdk import HTTPError, Principal, Request, Response, Route
 from .asks import ask_record, create_ask
 from .config import parse_level
 from .escalations import answer_action, inbox_item
-from .missions import TRANSITIONS, MissionError
+from .ids import body_id, body_ids, parse_id, path_id
+from .missions import MAX_SESSIONS, TRANSITIONS, MissionError
 from .policy import Proposal
 
 __all__ = ["routes"]
@@ -63,9 +64,10 @@ def _after(query: Mapping[str, str]) -> int | None:
         return None
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith("o"):
-            raise ValueError
-        return int(raw[1:])
+        after = parse_id(raw[1:]) if raw.startswith("o") else None
+        if after is None:
+            raise ValueError(raw)
+        return after
     except (ValueError, UnicodeDecodeError):
         raise HTTPError(400, "bad_cursor", "the cursor is not valid") from None
 
@@ -104,12 +106,6 @@ def _body(request: Request) -> dict[str, Any]:
     return request.json
 
 
-def _int_param(value: str, name: str = "id") -> int:
-    if not value.isdigit():
-        raise HTTPError(404, "not_found", f"{name} {value!r} not found")
-    return int(value)
-
-
 def _full(me: Principal) -> None:
     if me.scope != "full":
         raise HTTPError(403, "forbidden", "agent tokens cannot do this")
@@ -138,7 +134,7 @@ class _Api:
     def _mission(self, me: Principal, mission_id: str) -> dict[str, Any]:
         _full(me)
         try:
-            mission = self.rt.missions.get(_int_param(mission_id))
+            mission = self.rt.missions.get(path_id(mission_id, "mission"))
         except MissionError as exc:
             raise HTTPError(exc.status, exc.code, str(exc)) from None
         if not self._sees(me, mission):
@@ -200,18 +196,16 @@ class _Api:
         except ValueError as exc:
             raise HTTPError(422, "validation_error", str(exc)) from None
         project_id = body.get("project_id")
-        if project_id is not None and (isinstance(project_id, bool) or not isinstance(project_id, int)):
-            raise HTTPError(422, "validation_error", "project_id must be an integer")
+        if project_id is not None:
+            project_id = body_id(project_id, "project_id")
         if not me.is_admin and (project_id is None or not me.can_see_project(project_id)):
             raise HTTPError(403, "forbidden", "members create missions in a project they may see (project_id)")
-        task_ids = body.get("task_ids") or []
-        if not isinstance(task_ids, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
-            raise HTTPError(422, "validation_error", "task_ids must be a list of task ids")
+        task_ids = body_ids(body.get("task_ids") or [], "task_ids", allow_empty=True)
         if not all(self._sees_task(me, t) for t in task_ids):
             raise HTTPError(404, "not_found", "a task in task_ids was not found")
         max_sessions = body.get("max_sessions", 0)
-        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 0:
-            raise HTTPError(422, "validation_error", "max_sessions must be an integer ≥ 0")
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or not 0 <= max_sessions <= MAX_SESSIONS:
+            raise HTTPError(422, "validation_error", f"max_sessions must be an integer in 0..{MAX_SESSIONS}")
         mission = self._mission_call(lambda: self.rt.missions.create(
             name=name, level=level, project_id=project_id, max_sessions=max_sessions, task_ids=task_ids,
             owner_id=me.user_id, engage=bool(body.get("engage", False)),
@@ -233,16 +227,14 @@ class _Api:
 
     def add_tasks(self, req: Request) -> dict[str, Any]:
         mission = self._mission(req.principal, req.params["id"])
-        task_ids = _body(req).get("task_ids")
-        if not isinstance(task_ids, list) or not task_ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in task_ids):
-            raise HTTPError(422, "validation_error", "task_ids must be a non-empty list of task ids")
+        task_ids = body_ids(_body(req).get("task_ids"), "task_ids")
         if not all(self._sees_task(req.principal, t) for t in task_ids):
             raise HTTPError(404, "not_found", "a task in task_ids was not found")
         return self._mission_call(lambda: self.rt.missions.add_tasks(mission["id"], task_ids))
 
     def remove_task(self, req: Request) -> dict[str, Any]:
         mission = self._mission(req.principal, req.params["id"])
-        task_id = _int_param(req.params["task_id"], "task")
+        task_id = path_id(req.params["task_id"], "task")
         return self._mission_call(lambda: self.rt.missions.remove_task(mission["id"], task_id))
 
     def _transition(self, verb: str) -> Callable[[Request], dict[str, Any]]:
@@ -274,7 +266,7 @@ class _Api:
     async def answer_escalation(self, req: Request) -> dict[str, Any]:
         me = req.principal
         _full(me)
-        decision_id = _int_param(req.params["id"])
+        decision_id = path_id(req.params["id"], "decision")
         decision = self.rt.autopilot.decisions().get(decision_id)
         if decision is None or not self._sees_task(me, decision.get("task_id")):
             raise HTTPError(404, "not_found", f"decision {decision_id} not found")
@@ -309,8 +301,10 @@ class _Api:
             if _overseer_mission(me) is not None:
                 raise HTTPError(403, "forbidden", "an overseer cannot ask")
             task_id = body.get("task_id")
-            if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, int) or not self._sees_task(me, task_id)):
-                raise HTTPError(404, "not_found", f"task {task_id} not found")
+            if task_id is not None:
+                task_id = body_id(task_id, "task_id")
+                if not self._sees_task(me, task_id):
+                    raise HTTPError(404, "not_found", f"task {task_id} not found")
         try:
             record = create_ask(self.rt.autopilot, question=question, task_id=task_id, asker=me.name, history=body.get("history", False))
         except ValueError as exc:
@@ -319,7 +313,7 @@ class _Api:
 
     async def get_ask(self, req: Request) -> dict[str, Any]:
         me = req.principal
-        decision_id = _int_param(req.params["id"])
+        decision_id = path_id(req.params["id"], "ask")
         wait = _wait(req.query)
         decisions = self.rt.autopilot.decisions()
         decision = decisions.get(decision_id)
@@ -350,10 +344,7 @@ class _Api:
             raise HTTPError(403, "forbidden", "only a mission's overseer agent (or an admin) polls decisions")
         if requested in (None, ""):
             raise HTTPError(422, "validation_error", "mission is required for admins")
-        try:
-            return int(requested)
-        except (TypeError, ValueError):
-            raise HTTPError(422, "validation_error", "mission must be a mission id") from None
+        return body_id(requested, "mission", strings=True)
 
     async def poll(self, req: Request) -> dict[str, Any]:
         mission_id = self._poller_mission(req.principal, req.query.get("mission"))
@@ -366,9 +357,7 @@ class _Api:
     async def decide(self, req: Request) -> dict[str, Any]:
         body = _body(req)
         mission_id = self._poller_mission(req.principal, body.get("mission"))
-        decision_id = body.get("id")
-        if isinstance(decision_id, bool) or not isinstance(decision_id, int):
-            raise HTTPError(422, "validation_error", "id must be a decision id")
+        decision_id = body_id(body.get("id"), "id")
         parked = self.rt.parked
         if parked.mission_of_queued(decision_id) != mission_id:
             raise HTTPError(404, "not_found", f"decision {decision_id} is not waiting for mission {mission_id}'s overseer")
@@ -379,7 +368,7 @@ class _Api:
         if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1):
             raise HTTPError(422, "validation_error", "confidence must be a number in 0..1")
         choice = body.get("choice")
-        if action == "choice" and (isinstance(choice, bool) or not isinstance(choice, int) or choice < 1):
+        if action == "choice" and (isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= 1000):
             raise HTTPError(422, "validation_error", "choice must be the option number (≥ 1)")
         text = body.get("text")
         rationale = body.get("rationale") or ""

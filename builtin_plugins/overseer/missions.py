@@ -27,10 +27,12 @@ from typing import Any
 
 from elowen.core.store import utc_iso
 
-__all__ = ["MISSION_STATES", "TRANSITIONS", "MissionConflict", "MissionError", "MissionNotFound", "MissionStore"]
+__all__ = ["MAX_SESSIONS", "MISSION_STATES", "TRANSITIONS", "MissionConflict", "MissionError", "MissionNotFound", "MissionStore"]
 
 log = logging.getLogger(__name__)
 
+MAX_SESSIONS = 10_000
+"""The largest ``max_sessions`` a mission may have (0 = no limit)."""
 MISSION_STATES = ("active", "stalled", "paused", "disengaged")
 TRANSITIONS: Mapping[str, tuple[frozenset[str], str]] = {
     "engage": (frozenset({"paused", "disengaged"}), "active"),
@@ -160,8 +162,8 @@ class MissionStore:
         """
         if not name.strip():
             raise MissionError("name must not be empty")
-        if level not in (0, 1, 2, 3) or max_sessions < 0:
-            raise MissionError("level must be 0..3 and max_sessions ≥ 0")
+        if level not in (0, 1, 2, 3) or not 0 <= max_sessions <= MAX_SESSIONS:
+            raise MissionError(f"level must be 0..3 and max_sessions in 0..{MAX_SESSIONS}")
         now = utc_iso()
         with self.store.transaction():
             if project_id is not None and self.store.query_one("SELECT 1 AS x FROM projects WHERE id = ?", (project_id,)) is None:
@@ -222,8 +224,8 @@ class MissionStore:
             sets["level"] = changes["level"]
         if "max_sessions" in changes:
             value = changes["max_sessions"]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise MissionError("max_sessions must be an integer ≥ 0")
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SESSIONS:
+                raise MissionError(f"max_sessions must be an integer in 0..{MAX_SESSIONS}")
             sets["max_sessions"] = value
         if sets:
             sets["updated_at"] = utc_iso()

@@ -249,3 +249,23 @@ async def test_agent_that_died_while_down_is_reconciled_on_start(tmp_path: Path,
     async with world(tmp_path, socket_name, agents={"max_relaunches": 0}) as w:
         await until(lambda: w.tasks.get(task_id)["state"] == "blocked", what="blocked at start")
         assert not w.events("agent.adopted")
+
+
+async def test_stalled_agent_raises_one_check_per_episode(tmp_path: Path, socket_name: str) -> None:
+    async with world(tmp_path, socket_name, agents={"idle_after": 0.3, "stall_after": 1.0}) as w:
+        task_id = w.create_task()
+        [prompt] = await pending(w, task_id)
+        await trio.sleep(1.5)  # stalled at a prompt that waits for us: no check (a decision is open)
+        assert [d["kind"] for d in w.agents.decisions.list(task_id=task_id)] == ["prompt"]
+        await w.agents.decide(prompt["id"], "approve")
+        [check] = await until(lambda: w.agents.decisions.list(task_id=task_id, kind="check"), what="a check decision")
+        assert check["payload"]["reason"] == "stalled" and check["payload"]["state"] == "idle"
+        await trio.sleep(1.5)  # still the same stall episode
+        assert len(w.agents.decisions.list(task_id=task_id, kind="check")) == 1
+        decided = await w.agents.decide(check["id"], "approve", rationale="it is thinking")
+        assert decided["status"] == "approved"
+        # a check that ends the agent: the stuck detector then relaunches it
+        w.agents.decisions.create("check", task_id=task_id, session=check["session"], payload={"reason": "test"})
+        [second] = w.agents.decisions.list(task_id=task_id, kind="check", status="pending")
+        await w.agents.decide(second["id"], "reject")
+        await until(lambda: len(w.sessions(task_id)) == 2, what="relaunch after the check was rejected")

@@ -41,7 +41,7 @@ class Replay:
     def answer(self, text: str) -> None:
         """Keys are sent for the current instance while ``text`` is on screen."""
         assert self.prompts.current is not None
-        self.prompts.mark_answered(self.prompts.current, screen_hash(text))
+        self.prompts.mark_answered(self.prompts.current, screen_hash(text), self.t)
 
 
 CLAUDE_PROMPT = screen("claude", "06_permission_prompt.txt")
@@ -82,8 +82,19 @@ def test_identical_prompt_redrawn_after_answer_without_vanishing_is_new() -> Non
     r.answer(CLAUDE_PROMPT)
     changed = CLAUDE_PROMPT.replace("Welcome back!", "Welcome back?")
     assert classify("claude", changed).fingerprint == classify("claude", CLAUDE_PROMPT).fingerprint
+    r.t += r.prompts.reappear_grace
     r.frame(changed)
     assert r.decisions == [1, 2]
+
+
+def test_redraw_right_after_the_answer_is_not_a_new_prompt() -> None:
+    """The CLI redraws the prompt before it has processed our keys: not answered again."""
+    r = Replay("claude")
+    r.frame(CLAUDE_PROMPT)
+    r.answer(CLAUDE_PROMPT)
+    r.frame(CLAUDE_PROMPT.replace("Welcome back!", "Welcome back?"))  # 50 ms later
+    assert r.decisions == [1]
+    assert r.prompts.current is not None and r.prompts.current.answered
 
 
 def test_unanswered_prompt_that_vanishes_and_returns_is_new() -> None:

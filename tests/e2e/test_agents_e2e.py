@@ -234,7 +234,7 @@ def test_reject_keeps_the_command_from_running(cli: Cli, run_daemon: Callable[..
 @pytest.mark.parametrize("cli", CLIS)
 def test_killed_agent_is_resumed_twice_then_the_task_is_blocked(cli: Cli, run_daemon: Callable[..., Daemon]) -> None:
     d = run_daemon(cli)
-    task_id = d.create_task("Look around first. RUN: ls -la")
+    task_id = d.create_task("Start the work. RUN: echo started > started.txt")
     for attempt in (1, 2, 3):
         name = f"elowen-t{task_id}-a{attempt}"
         d.pending(task_id)  # the agent is up and has talked to the model
@@ -263,7 +263,7 @@ def _exists(d: Daemon, name: str) -> bool:
 @pytest.mark.parametrize("trust", [True, False], ids=["preseeded", "dialog"])
 def test_claude_trust_dialog(trust: bool, run_daemon: Callable[..., Daemon]) -> None:
     d = run_daemon("claude", trust=trust)
-    task_id = d.create_task("Look around. RUN: ls -la")
+    task_id = d.create_task("Start the work. RUN: echo started > started.txt")
     d.pending(task_id)  # past the trust dialog: the permission prompt is up
     auto = [x for x in d.get("/decisions", task=task_id)["items"] if x["decided_by"] == "elowen:auto-trust"]
     assert len(auto) == (0 if trust else 1)

@@ -21,7 +21,16 @@ def test_manifest() -> None:
     assert m.required == ("process.spawn",)
     assert m.contributes["services"] == ("tmux",)
     defaults = {k: f.default for k, f in m.config.items()}
-    assert defaults == {"socket": "elowen", "width": 200, "height": 50, "enter_delay": 0.5, "pause_after": 5}
+    assert defaults == {"socket": "", "width": 200, "height": 50, "enter_delay": 0.5, "pause_after": 5}
+
+
+def test_default_socket_is_private_to_each_home(tmp_path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    sa = plugin.make_service({}, a).socket
+    sb = plugin.make_service({}, b).socket
+    assert sa != sb and sa.startswith("elowen-") and len(sa) == len("elowen-") + 8
+    assert plugin.make_service({}, a).socket == sa, "stable for a home"
+    assert plugin.make_service({"socket": "mine"}, a).socket == "mine", "an explicit socket wins"
 
 
 def test_make_service_from_config() -> None:
