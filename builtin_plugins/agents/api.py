@@ -94,9 +94,12 @@ class _Api:
             raise HTTPError(404, "not_found", f"no agent session {name!r}")
         return row
 
-    @staticmethod
-    def _public(row: Mapping[str, Any]) -> dict[str, Any]:
+    def _public(self, row: Mapping[str, Any]) -> dict[str, Any]:
         out = {k: v for k, v in row.items() if k != "env"}
+        try:
+            out["socket"] = self.svc.tmux().socket  # for `tmux -L <socket> attach -t =<session>:`
+        except LookupError:
+            out["socket"] = None
         return out
 
     # ---------------------------------------------------------------- sessions

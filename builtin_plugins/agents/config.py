@@ -76,21 +76,19 @@ def daemon_url(config: AgentsConfig, environ: Mapping[str, str] | None = None) -
     return f"http://{host}:{port}"
 
 
-def _kernel(ctx: Any) -> Any:
-    # The SDK's PluginContext has no accessor for other plugins' executors or the daemon's
-    # [execs] settings yet; the kernel's Context keeps the kernel here.
-    return ctx._kernel
-
-
 def executor_provider(ctx: Any, name: str) -> Any:
     """The provider object of executor ``name`` (``claude``, ``codex``…).
 
     Raises:
         LookupError: no enabled plugin registered it.
     """
-    return _kernel(ctx).contributions.get("executor", name).obj.provider
+    owned = ctx.contributions("executor").get(name)
+    if owned is None:
+        raise LookupError(f"no executor {name!r} (is its provider plugin enabled?)")
+    return owned.obj.provider
 
 
 def exec_settings(ctx: Any) -> Mapping[str, Any]:
     """The daemon's ``[execs]`` settings table (``fallback``, ``allowed``, ``plain``)."""
-    return _kernel(ctx).settings.get("execs", default={}) or {}
+    execs = ctx.settings.get("execs")
+    return execs if isinstance(execs, Mapping) else {}

@@ -22,7 +22,9 @@ from __future__ import annotations
 import calendar
 import json
 import logging
+import os
 import secrets
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -253,9 +255,12 @@ class AgentsService:
         started: list[str] = []
         async with self._tick_lock:
             tasks = self.tasks()
+            missions = self._missions()
             for task in tasks.ready():
                 if self.sessions.count_running() >= self.config.max_agents:
                     break
+                if missions is not None and not missions.may_dispatch(task):
+                    continue  # its mission is at L0, paused, stalled or at max_sessions
                 target = self._resolve(task)
                 if target is None:
                     continue
@@ -269,6 +274,13 @@ class AgentsService:
                 if await self._launch(row, provider):
                     started.append(row["session"])
         return started
+
+    def _missions(self) -> Any:
+        """The overseer's ``missions`` service, or ``None`` when the overseer is disabled."""
+        try:
+            return self.ctx.service("missions")
+        except LookupError:
+            return None
 
     def _claim(self, task_id: int, provider: str, model: str) -> dict[str, Any] | None:
         """``open → in_progress`` + ``attempts + 1`` + the session row, atomically; ``None``
@@ -328,13 +340,18 @@ class AgentsService:
             if self._tokens is not None:
                 token = self._tokens[0](int(row["task_id"]))
             launch = self.build_launch(row, provider, token)
+            missing = _missing_program(launch.argv[0], launch.env)
+            if missing:
+                await self._cannot_start(row, provider, missing)
+                return False
             if launch.cli_session_id:
                 self.sessions.set_cli_session_id(name, launch.cli_session_id)
             async with self.supervisor.attach_lock:
                 spawned = await self.tmux().spawn(name, launch.argv, cwd=launch.workdir, env=launch.env)
         except Exception as exc:
             log.exception("agents: spawning %s failed", name)
-            await self._gone(self.sessions.by_name(name) or row, f"spawn failed: {exc}", None)
+            # kill=False: a session of that name that we could not create is not ours to end
+            await self._gone(self.sessions.by_name(name) or row, f"spawn failed: {exc}", None, kill=False)
             return False
         self.sessions.spawned(name, pane_id=spawned.pane_id, pid=spawned.pid, env=launch.public_env())
         row = self.sessions.by_name(name) or row
@@ -438,11 +455,25 @@ class AgentsService:
             if reason is not None:
                 await self._gone(row, reason, status)
 
-    async def _gone(self, row: Mapping[str, Any], reason: str, status: int | None) -> None:
+    async def _cannot_start(self, row: Mapping[str, Any], provider: Any, program: str) -> None:
+        """The CLI's program is not installed: retrying cannot help, so the task is blocked at
+        once with a note that says what to install or configure."""
+        name, task_id = row["session"], int(row["task_id"])
+        plugin = {"claude": "claude-code"}.get(str(row["provider"]), str(row["provider"]))
+        note = (
+            f"Cannot start {row['provider']}: the program {program!r} is not installed or not on the PATH. "
+            f"Install it, or set its path with `elowen plugin config {plugin} binary=/path/to/{program.rsplit('/', 1)[-1]}`, "
+            "then reopen the task."
+        )
+        await self._end_session(name, task_id, "exited", note, kill=False)
+        self.tasks().update(task_id, {"state": "blocked", "resume_note": note})
+        log.warning("agents: task %s blocked: %s", task_id, note)
+
+    async def _gone(self, row: Mapping[str, Any], reason: str, status: int | None, *, kill: bool = True) -> None:
         """The agent of ``row`` is gone: end its session, then reopen or block the task."""
         name, task_id = row["session"], int(row["task_id"])
         await self._exited(name, reason, status)
-        await self._end_session(name, task_id, "exited", reason)
+        await self._end_session(name, task_id, "exited", reason, kill=kill)
         tasks = self.tasks()
         task = tasks.exists(task_id)
         if task is None or task["state"] != "in_progress":
@@ -460,15 +491,16 @@ class AgentsService:
             tasks.update(task_id, {"state": "blocked", "resume_note": note})
             log.warning("agents: task %s blocked: %s", task_id, reason)
 
-    async def _end_session(self, name: str, task_id: int, state: str, reason: str) -> None:
+    async def _end_session(self, name: str, task_id: int, state: str, reason: str, *, kill: bool = True) -> None:
         self._drop(name)
         self.sessions.finish(name, state, reason=reason)
         for d in self.decisions.open_for_session(name):
             self.decisions.settle(d["id"], "expired", decided_by="elowen:agents", rationale=f"the agent session ended: {reason}")
-        try:
-            await self.tmux().kill(name)
-        except Exception:
-            log.exception("agents: killing %s failed", name)
+        if kill:
+            try:
+                await self.tmux().kill(name)
+            except Exception:
+                log.exception("agents: killing %s failed", name)
         if self._tokens is not None:
             self._tokens[1](task_id)
 
@@ -609,6 +641,13 @@ class AgentsService:
         if grant is None or grant.expires < time.monotonic() or grant.session != session:
             return None
         return grant
+
+
+def _missing_program(program: str, env: Mapping[str, str]) -> str | None:
+    """``program`` if it cannot be found the way the pane's shell will look for it."""
+    if "/" in program:
+        return None if os.access(program, os.X_OK) else program
+    return None if shutil.which(program, path=env.get("PATH") or os.environ.get("PATH")) else program
 
 
 def _agent_data(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,8 @@ class Launch:
 
 
 def template_path() -> Path:
-    """``prompts/agent_task.md`` of the Elowen source tree."""
-    return Path(__file__).resolve().parents[2] / "prompts" / "agent_task.md"
+    """``agent_task.md`` of the ``elowen.prompts`` package (the ``prompts/`` folder)."""
+    return Path(str(resources.files("elowen.prompts").joinpath("agent_task.md")))
 
 
 @lru_cache(maxsize=4)

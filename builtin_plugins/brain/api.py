@@ -6,10 +6,13 @@ a full-scope token (agent tokens get 403) and acts on the caller's own conversat
 ``GET  /brain/conversations``               ``{"items": [conversation + active], "next_cursor"}``
 ``POST /brain/conversations``               ``{title?, model?, project_id?, activate?}`` → 201
 ``GET  /brain/conversations/{id}``          ``{"conversation", "messages", "goal", "yolo", "busy"}``
+``PATCH /brain/conversations/{id}``         ``{model?: "PROVIDER/MODEL" | "", title?}`` → the conversation
 ``POST /brain/conversations/{id}/open``     move the pointer here (the web dock follows it)
 ``POST /brain/conversations/{id}/turn``     session-bound turn, streamed (see below)
 ``POST /brain/conversations/{id}/abort``    ``{"aborted": bool}``
-``GET  /brain/active``                      the active conversation's view (created if none)
+``GET  /brain/active``                      the active conversation's view; 404
+                                            ``no_active_conversation`` when there is none
+                                            (a ``POST /brain/turn`` creates one)
 ``POST /brain/turn``                        pointer-based turn, streamed
 ``POST /brain/abort``                       abort the active conversation's turn
 ``GET  /brain/approvals``                   ``{"items": [pending approvals and questions]}``
@@ -24,6 +27,9 @@ this call starts or resumes). The answer streams one JSON object per event: NDJS
 ``brain.tool``, ``brain.approval``, ``brain.approval_decided``, ``brain.command``,
 ``brain.goal``, ``brain.compacted``, ``brain.error``, ``brain.aborted``, and last
 ``brain.done`` (with the goal). ``?stream=false`` runs the turn to its end and answers JSON.
+
+A ``model`` (create or PATCH) is checked against the relay's providers: an unknown provider
+answers 422 ``unknown_provider`` listing the configured ones, and nothing is changed.
 """
 
 from __future__ import annotations
@@ -31,16 +37,26 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 from elowen_sdk import HTTPError, Request, Response, Route
 
-from .service import BrainService, Busy
+from .service import BadModel, BrainService, Busy
 
 __all__ = ["routes"]
 
 MAX_TEXT = 100_000
+MAX_ID = 2**63 - 1  # SQLite integers are signed 64-bit; larger ints overflow when bound
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def _id(raw: str, what: str) -> int:
+    """A path parameter as a row id in ``1..MAX_ID``; raises 404 ``not_found`` otherwise."""
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= MAX_ID:
+        raise HTTPError(404, "not_found", f"{what} {raw!r} not found")
+    return int(raw)
 
 
 def _me(request: Request) -> int:
@@ -51,10 +67,7 @@ def _me(request: Request) -> int:
 
 
 def _cid(request: Request) -> int:
-    raw = request.params.get("id", "")
-    if not raw.isdigit() or len(raw) > 18:
-        raise HTTPError(404, "not_found", f"conversation {raw} not found")
-    return int(raw)
+    return _id(request.params.get("id", ""), "conversation")
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -76,7 +89,7 @@ def _cursor(raw: str | None) -> int | None:
         return None
     try:
         text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
-        if not text.startswith("c:") or not text[2:].isdigit():
+        if not text.startswith("c:") or not _DIGITS.fullmatch(text[2:]) or int(text[2:]) > MAX_ID:
             raise ValueError(text)
         return int(text[2:])
     except (ValueError, binascii.Error, UnicodeDecodeError):
@@ -86,7 +99,7 @@ def _cursor(raw: str | None) -> int | None:
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 50
-    if not raw.isdigit() or not 1 <= int(raw) <= 500:
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= 500:
         raise HTTPError(422, "validation_error", "limit: 1–500")
     return int(raw)
 
@@ -96,6 +109,8 @@ def _lookup(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except LookupError as exc:
         raise HTTPError(404, "not_found", str(exc)) from None
+    except BadModel as exc:
+        raise HTTPError(422, "unknown_provider", str(exc)) from None
 
 
 def routes(service: BrainService) -> list[Route]:
@@ -113,21 +128,40 @@ def routes(service: BrainService) -> list[Route]:
     def create_conversation(request: Request) -> Response:
         me = _me(request)
         body = _body(request)
+        project_id = _opt(body, "project_id", int)
+        if project_id is not None and not 1 <= project_id <= MAX_ID:
+            raise HTTPError(422, "validation_error", f"project_id: a positive integer id (at most {MAX_ID})")
         conv = _lookup(service.create_conversation, me, title=_opt(body, "title", str, "") or "",
-                       model=_opt(body, "model", str, "") or "", project_id=_opt(body, "project_id", int),
+                       model=_opt(body, "model", str, "") or "", project_id=project_id,
                        activate=bool(_opt(body, "activate", bool, False)))
         return Response(conv, status=201)
 
     def get_conversation(request: Request) -> dict[str, Any]:
         return _lookup(service.view, _me(request), _cid(request))
 
+    def patch_conversation(request: Request) -> dict[str, Any]:
+        me = _me(request)
+        cid = _cid(request)
+        body = _body(request)
+        model, title = _opt(body, "model", str), _opt(body, "title", str)
+        if model is None and title is None:
+            raise HTTPError(422, "validation_error", "give model and/or title")
+        conv = _lookup(service.conversation, me, cid)
+        if model is not None:
+            conv = _lookup(service.set_model, me, cid, model)
+        if title is not None:
+            service.db.update_conversation(cid, title=title.strip()[:200])
+            conv = _lookup(service.conversation, me, cid)
+        return conv
+
     def open_conversation(request: Request) -> dict[str, Any]:
         return _lookup(service.open, _me(request), _cid(request))
 
     def get_active(request: Request) -> dict[str, Any]:
         me = _me(request)
-        conv = service.active(me)
-        assert conv is not None
+        conv = service.active(me, create=False)
+        if conv is None:
+            raise HTTPError(404, "no_active_conversation", "no active conversation: send a turn (POST /brain/turn) or open one")
         return service.view(me, conv["id"])
 
     async def _turn(request: Request, cid: int | None) -> Any:
@@ -183,16 +217,14 @@ def routes(service: BrainService) -> list[Route]:
 
     def decide(request: Request) -> dict[str, Any]:
         me = _me(request)
-        raw = request.params.get("id", "")
-        if not raw.isdigit() or len(raw) > 18:
-            raise HTTPError(404, "not_found", f"approval {raw} not found")
+        approval_id = _id(request.params.get("id", ""), "approval")
         body = _body(request)
         decision = body.get("decision")
         answer = _opt(body, "answer", str)
         if decision not in (None, "allow", "reject") or (decision is None and answer is None):
             raise HTTPError(422, "validation_error", "give decision 'allow' or 'reject', or an answer")
         try:
-            return service.decide(me, int(raw), allow=None if decision is None else decision == "allow", answer=answer)
+            return service.decide(me, approval_id, allow=None if decision is None else decision == "allow", answer=answer)
         except LookupError as exc:
             raise HTTPError(404, "not_found", str(exc)) from None
         except ValueError as exc:
@@ -212,6 +244,7 @@ def routes(service: BrainService) -> list[Route]:
         Route("GET", "/brain/conversations", list_conversations, "List your brain conversations"),
         Route("POST", "/brain/conversations", create_conversation, "Create a brain conversation"),
         Route("GET", "/brain/conversations/{id}", get_conversation, "A conversation with its messages and goal"),
+        Route("PATCH", "/brain/conversations/{id}", patch_conversation, "Change a conversation's model or title"),
         Route("POST", "/brain/conversations/{id}/open", open_conversation, "Make a conversation the active one"),
         Route("POST", "/brain/conversations/{id}/turn", turn_bound, "Run a turn in a conversation (streamed)"),
         Route("POST", "/brain/conversations/{id}/abort", abort_bound, "Abort a conversation's running turn"),

@@ -40,7 +40,7 @@ HELP = """Commands:
   /subgoal <text>         add a subgoal;  /subgoal remove N;  /subgoal clear
   /yolo on|off            approve tool calls automatically in this session (destructive ones still ask)
   /yolo default on|off    your default for new sessions
-  /model [PROVIDER/MODEL] show or set this conversation's model
+  /model [PROVIDER/MODEL] show or set this conversation's model (/model default: back to the default)
   /help                   this list"""
 
 
@@ -133,7 +133,7 @@ def _subgoal(service: BrainService, session: Session, args: str) -> CommandResul
     if sub == "clear":
         subs = []
     elif sub == "remove":
-        if not rest.strip().isdigit() or not 1 <= int(rest) <= len(subs):
+        if not (rest.strip().isascii() and rest.strip().isdigit()) or not 1 <= int(rest) <= len(subs):
             return CommandResult(f"Usage: /subgoal remove N (1–{len(subs)})")
         subs.pop(int(rest) - 1)
     elif args.strip():
@@ -171,7 +171,12 @@ async def run_command(service: BrainService, session: Session, text: str, *, max
         return _yolo(service, session, args)
     if name == "model":
         if args.strip():
-            service.db.update_conversation(session.id, model=args.strip())
+            spec = "" if args.strip() == "default" else args.strip()
+            try:
+                spec = service.check_model(spec)
+            except ValueError as exc:  # BadModel: the conversation keeps its model
+                return CommandResult(f"Model not changed: {exc}. Model: {service.model_for(session) or '(the default)'}")
+            service.db.update_conversation(session.id, model=spec)
             session.conv = service.db.conversation(session.id)  # type: ignore[assignment]
         return CommandResult(f"Model: {service.model_for(session) or '(the default)'}")
     if name == "help":

@@ -42,7 +42,7 @@ from .tools import CHAT_ONLY, WORKER_ONLY
 from .tools.env import ToolEnv
 from .turns import TurnResult, run_turn
 
-__all__ = ["BrainService", "Busy"]
+__all__ = ["BadModel", "BrainService", "Busy"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,11 @@ _WIRE_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 class Busy(Exception):
     """A turn is already running in the conversation (the API answers 409 ``turn_running``)."""
+
+
+class BadModel(ValueError):
+    """A model spec names no configured provider, or is malformed (the API answers 422
+    ``unknown_provider``; the conversation is not changed)."""
 
 
 class BrainService:
@@ -117,13 +122,55 @@ class BrainService:
 
     # -- conversations -----------------------------------------------------------------------
 
+    def check_model(self, spec: str) -> str:
+        """``spec`` (``"<provider>/<model>"``) stripped, if the relay knows its provider;
+        ``""`` (the default model) is always valid.
+
+        Raises:
+            BadModel: a malformed spec, an unknown provider (the message lists the configured
+                ones, the embedded ``local`` included), or no model for a remote provider.
+        """
+        spec = spec.strip()
+        if not spec:
+            return ""
+        name, _, model = spec.partition("/")
+        try:
+            known = {p["name"]: p for p in self.relay().providers()}
+        except LookupError:
+            raise BadModel("the inference plugin is not enabled: no provider can be chosen") from None
+        names = ", ".join(sorted(known))
+        if not name:
+            raise BadModel(f"bad model spec {spec!r}: expected '<provider>/<model>'; configured providers: {names}")
+        if name not in known:
+            raise BadModel(f"unknown provider {name!r}; configured providers: {names}")
+        if not model and known[name].get("kind") != "local":
+            raise BadModel(f"model spec {spec!r} names no model: use '{name}/<model>'")
+        return spec
+
+    def set_model(self, user_id: int, cid: int, spec: str) -> dict[str, Any]:
+        """Set a conversation's model (``""``: back to the default); validated first.
+
+        Raises:
+            LookupError: not the user's conversation. BadModel: see :meth:`check_model`.
+        """
+        self.conversation(user_id, cid)
+        spec = self.check_model(spec)
+        self.db.update_conversation(cid, model=spec)
+        session = self.sessions.existing(cid)
+        conv = self.conversation(user_id, cid)
+        if session is not None:
+            session.conv = conv
+        return conv
+
     def create_conversation(self, user_id: int, *, title: str = "", model: str = "", project_id: int | None = None,
                             activate: bool = False) -> dict[str, Any]:
         """Create a chat conversation; ``activate`` moves the user's pointer to it.
 
         Raises:
             LookupError: ``project_id`` is not one of the user's projects.
+            BadModel: ``model`` names no configured provider (see :meth:`check_model`).
         """
+        model = self.check_model(model)
         if project_id is not None and project_id not in {p["id"] for p in self._projects(user_id)}:
             raise LookupError(f"project {project_id} not found")
         conv = self.db.create_conversation(user_id=user_id, title=title, model=model, project_id=project_id)
@@ -161,7 +208,8 @@ class BrainService:
         return conv
 
     def active(self, user_id: int, *, create: bool = True) -> dict[str, Any] | None:
-        """The user's active conversation (a new one when there is none and ``create``)."""
+        """The user's active conversation; when there is none: a new one (made active) with
+        ``create``, else ``None``."""
         cid = self.db.prefs(user_id)["active_conversation_id"]
         conv = self.db.conversation(cid) if cid else None
         if conv is None and create:

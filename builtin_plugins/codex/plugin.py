@@ -50,6 +50,9 @@ class CodexProvider(Provider):
             argv += ["-m", model]
         if skip_permissions:
             argv.append("--dangerously-bypass-approvals-and-sandbox")
+        # Codex 0.171 runs commands in a login shell whose /etc/profile resets PATH, so the
+        # agent would not find `elowen close`; run them in a plain shell (user args may override)
+        argv += ["-c", "allow_login_shell=false"]
         argv += extra_args
         if prompt:
             argv += ["--", prompt]

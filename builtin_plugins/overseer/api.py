@@ -74,7 +74,7 @@ def _after(query: Mapping[str, str]) -> int | None:
 
 def _limit(query: Mapping[str, str]) -> int:
     value = query.get("limit") or "50"
-    if not value.isdigit() or not 1 <= int(value) <= 500:
+    if parse_id(value) is None or not 1 <= int(value) <= 500:
         raise HTTPError(422, "validation_error", "limit must be an integer in 1..500")
     return int(value)
 

@@ -83,8 +83,9 @@ def attach(app: App, task_id: str, print_only: bool, write: bool) -> None:
     Prints the command instead when --print is given or stdout is not a terminal.
     """
     session = _running_session(app, task_id)
-    tmux_plugin = app.api.get("/plugins/tmux")
-    socket = (tmux_plugin.get("config") or {}).get("socket") or "elowen"
+    socket = session.get("socket")
+    if not socket:
+        raise Failure("the tmux plugin is not enabled, so the agent's terminal cannot be reached; run: elowen plugin enable tmux", 1)
     argv = ["tmux", "-L", socket, "attach-session", *([] if write else ["-r"]), "-t", f"={session['session']}:"]
     if print_only or not sys.stdout.isatty():
         click.echo(" ".join(argv))
@@ -98,17 +99,20 @@ def attach(app: App, task_id: str, print_only: bool, write: bool) -> None:
 
 @click.command()
 @click.argument("decision_id", metavar="ID")
-@click.option("--approve", "action", flag_value="approve", help="Approve (the CLI's 'yes' keys).")
-@click.option("--reject", "action", flag_value="reject", help="Reject (the CLI's 'no' keys).")
+@click.option("--approve", is_flag=True, help="Approve (the CLI's 'yes' keys).")
+@click.option("--reject", is_flag=True, help="Reject (the CLI's 'no' keys).")
 @click.option("--choice", type=click.IntRange(1, 99), default=None, help="Pick option number N as shown on screen.")
 @click.option("--answer", "text", default=None, help="Answer with text (check and message decisions).")
-@click.option("--escalate", "action", flag_value="escalate", help="Mark it escalated (still open).")
+@click.option("--escalate", is_flag=True, help="Mark it escalated (still open).")
 @click.option("--rationale", "-r", default=None, help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True, help="Print the decided decision as JSON.")
 @click.pass_obj
-def decide(app: App, decision_id: str, action: str | None, choice: int | None, text: str | None, rationale: str | None, as_json: bool) -> None:
+def decide(
+    app: App, decision_id: str, approve: bool, reject: bool, choice: int | None, text: str | None, escalate: bool, rationale: str | None, as_json: bool
+) -> None:
     """Answer decision ID: --approve, --reject, --choice N, --answer TEXT or --escalate."""
-    chosen = [a for a in (action, "choice" if choice is not None else None, "answer" if text is not None else None) if a]
+    given = {"approve": approve, "reject": reject, "choice": choice is not None, "answer": text is not None, "escalate": escalate}
+    chosen = [name for name, on in given.items() if on]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --approve, --reject, --choice N, --answer TEXT, --escalate")
     body: dict[str, Any] = {"action": chosen[0]}

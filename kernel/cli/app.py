@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import click
 
 from .client import Client
 from .config import Config
 from .errors import Failure
 from .output import note
 
-__all__ = ["App", "Failure", "json_id"]
+__all__ = ["ID", "App", "Failure", "IdType", "json_id"]
 
 
 @dataclass
@@ -42,3 +45,23 @@ def json_id(value: str | int) -> str | int:
         return value
     text = value.strip()
     return int(text) if text.isdigit() else text
+
+
+class IdType(click.ParamType):
+    """A record id on the command line: a whole number from 1 to 10^18 - 1 (what the API's
+    ``{id}`` paths accept). Anything else (``abc``, ``-1``, ``1.5``, ``0``) is a usage error
+    (exit status 2) instead of a confusing ``no route`` from the daemon."""
+
+    name = "ID"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**18:
+            return value
+        text = str(value).strip()
+        if not (text.isascii() and text.isdigit() and len(text) <= 18 and int(text) > 0):
+            self.fail(f"{value!r} is not an id (a positive whole number)", param, ctx)
+        return int(text)
+
+
+#: The click type of every id argument and option (tasks, projects, users…).
+ID = IdType()

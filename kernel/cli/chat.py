@@ -2,11 +2,19 @@
 
 * ``elowen chat`` — an interactive, streamed session bound to one conversation (the active
   one when started, or ``--open ID`` / ``--new``). The conversation id is resolved once and
-  sent with every call, so this terminal never hijacks (or moves) the web dock's conversation.
-  Slash commands go to the brain (``/goal …``, ``/subgoal …``, ``/yolo on|off``, ``/model``,
-  ``/help``); ``/new``, ``/open ID``, ``/list`` and ``/exit`` are handled here. Ctrl-C aborts
-  the running turn; Ctrl-D exits.
-* ``elowen chat -m TEXT [--model PROVIDER/MODEL]`` — one shot: prints the reply and exits.
+  sent with every call, so this terminal never hijacks (or moves) the web dock's conversation;
+  ``--activate`` moves the pointer to it as well (then a later plain ``elowen chat`` and the web
+  dock continue it). With no active conversation at all, a new one is created and becomes the
+  active one. Slash commands go to the brain (``/goal …``, ``/subgoal …``, ``/yolo on|off``,
+  ``/model``, ``/help``); ``/new``, ``/open ID``, ``/list`` and ``/exit`` are handled here.
+  Ctrl-C aborts the running turn; Ctrl-D exits.
+* ``elowen chat -m TEXT [--model PROVIDER/MODEL]`` — one shot: prints the reply and exits; the
+  conversation's id goes to stderr. ``--model`` is validated by the daemon (an unknown
+  provider fails with the configured ones listed, and nothing is changed) and sets the
+  conversation's model (``--model default``: back to the default).
+
+Exit status: 0 on success, 1 when the daemon refused the request or the turn ended with an
+error (or a headless goal did not finish), as for every ``elowen`` command.
 * ``elowen chat --goal TEXT [--max-turns N]`` — headless goal in a new conversation; exits 0
   when the goal is done, 1 when it paused (budget, blocked…).
 * ``elowen chat --list [--json]`` — your conversations.
@@ -67,9 +75,10 @@ def _stream(app: App, cid: int, text: str, max_turns: int | None) -> Iterator[di
 class _Renderer:
     """Prints a turn's events: text to stdout as it streams, tools and goal notes to stderr."""
 
-    def __init__(self, app: App, interactive: bool) -> None:
+    def __init__(self, app: App, interactive: bool, report_errors: bool = True) -> None:
         self.app = app
         self.interactive = interactive
+        self.report_errors = report_errors
         self.open_line = False
         self.streamed = False
 
@@ -108,6 +117,8 @@ class _Renderer:
             note(f"goal #{goal.get('id')}: {event.get('event')} → {goal.get('state')}{reason}")
         elif kind in ("brain.error", "brain.aborted"):
             self._end_line()
+            if kind == "brain.error" and not self.report_errors:
+                return
             note(f"{'aborted' if kind == 'brain.aborted' else 'error: ' + str(event.get('message', ''))}")
 
     def _approval(self, record: dict[str, Any]) -> None:
@@ -125,32 +136,58 @@ class _Renderer:
         self.app.api.post(f"/brain/approvals/{pid}", {"decision": "allow" if allow else "reject"})
 
 
-def _run(app: App, cid: int, text: str, *, interactive: bool, max_turns: int | None = None) -> dict[str, Any] | None:
-    """Run one turn, rendering it; returns the final goal (``brain.done``)."""
-    renderer = _Renderer(app, interactive)
-    goal = None
+class _Outcome:
+    """What a turn ended with: the final goal (``brain.done``) and the first error message."""
+
+    def __init__(self) -> None:
+        self.goal: dict[str, Any] | None = None
+        self.error: str | None = None
+
+
+def _run(app: App, cid: int, text: str, *, interactive: bool, max_turns: int | None = None,
+         report_errors: bool = True) -> _Outcome:
+    """Run one turn, rendering it (``brain.error`` events too, unless not ``report_errors``:
+    then the caller reports ``outcome.error``)."""
+    renderer = _Renderer(app, interactive, report_errors)
+    outcome = _Outcome()
     try:
         for event in _stream(app, cid, text, max_turns):
             renderer.handle(event)
             if event.get("type") == "brain.done":
-                goal = event.get("goal")
+                outcome.goal = event.get("goal")
+            elif event.get("type") == "brain.error" and outcome.error is None:
+                outcome.error = str(event.get("message") or "the turn failed")
     except KeyboardInterrupt:
         renderer._end_line()
         app.api.post(f"/brain/conversations/{cid}/abort")
         note("aborted")
-    return goal
+        outcome.error = "aborted"
+    return outcome
 
 
-def _resolve(app: App, open_id: int | None, new: bool, model: str | None) -> int:
+def _model_body(model: str) -> str:
+    return "" if model.strip() == "default" else model.strip()
+
+
+def _resolve(app: App, open_id: int | None, new: bool, model: str | None, activate: bool = False) -> int:
+    """The conversation this invocation is bound to (see the module docstring); raises
+    :class:`ApiError` (an unknown conversation, a model the daemon refuses)."""
     if new:
-        return int(app.api.post("/brain/conversations", {"model": model or ""})["id"])
+        return int(app.api.post("/brain/conversations", {"model": _model_body(model or ""), "activate": activate})["id"])
     if open_id is not None:
         app.api.get(f"/brain/conversations/{open_id}")
         conv_id = open_id
+        if activate:
+            app.api.post(f"/brain/conversations/{conv_id}/open")
     else:
-        conv_id = int(app.api.get("/brain/active")["conversation"]["id"])
+        try:
+            conv_id = int(app.api.get("/brain/active")["conversation"]["id"])
+        except ApiError as exc:
+            if exc.code != "no_active_conversation":
+                raise
+            return int(app.api.post("/brain/conversations", {"model": _model_body(model or ""), "activate": True})["id"])
     if model:
-        app.api.request("POST", f"/brain/conversations/{conv_id}/turn", body={"text": f"/model {model}"}, query={"stream": "false"})
+        app.api.patch(f"/brain/conversations/{conv_id}", {"model": _model_body(model)})
     return conv_id
 
 
@@ -175,7 +212,11 @@ def _repl(app: App, cid: int) -> None:
             note(f"conversation {cid}")
             continue
         if text.startswith("/open "):
-            cid = _resolve(app, int(text.split()[1]), False, None) if text.split()[1].isdigit() else cid
+            arg = text.split()[1] if len(text.split()) > 1 else ""
+            try:
+                cid = _resolve(app, int(arg), False, None) if arg.isascii() and arg.isdigit() else cid
+            except ApiError as exc:
+                note(f"error: {exc.message}")
             note(f"conversation {cid}")
             continue
         if text == "/list":
@@ -189,32 +230,39 @@ def _repl(app: App, cid: int) -> None:
 
 @click.command()
 @click.option("-m", "--message", help="Send one message, print the reply and exit.")
-@click.option("--model", help="PROVIDER/MODEL for this conversation.")
+@click.option("--model", help="PROVIDER/MODEL for this conversation (validated; 'default' clears it).")
 @click.option("--list", "list_", is_flag=True, help="List your conversations.")
 @click.option("--open", "open_id", type=int, help="Continue conversation ID.")
-@click.option("--new", is_flag=True, help="Start a new conversation.")
+@click.option("--new", is_flag=True, help="Start a new conversation (bound to this invocation; see --activate).")
+@click.option("--activate", is_flag=True, help="Also make the conversation your active one (moves the web dock's pointer).")
 @click.option("--goal", help="Run a goal headless in a new conversation.")
 @click.option("--max-turns", type=click.IntRange(1, 500), help="Turn budget of --goal.")
 @click.option("--json", "as_json", is_flag=True, help="JSON output (--list).")
 @click.pass_obj
-def chat(app: App, message: str | None, model: str | None, list_: bool, open_id: int | None, new: bool, goal: str | None,
-         max_turns: int | None, as_json: bool) -> None:
+def chat(app: App, message: str | None, model: str | None, list_: bool, open_id: int | None, new: bool, activate: bool,
+         goal: str | None, max_turns: int | None, as_json: bool) -> None:
     """Chat with the brain (interactive unless -m, --goal or --list)."""
     if list_:
         items = app.api.get("/brain/conversations")["items"]
         echo_json(items) if as_json else table(items, COLUMNS)
         return
     if goal is not None:
-        cid = _resolve(app, None, True, model)
+        cid = _resolve(app, None, True, model, activate)
         note(f"conversation {cid}")
-        final = _run(app, cid, f"/goal {goal}", interactive=sys.stdin.isatty(), max_turns=max_turns)
+        outcome = _run(app, cid, f"/goal {goal}", interactive=sys.stdin.isatty(), max_turns=max_turns)
+        final = outcome.goal
         state = (final or {}).get("state")
         if state != "done":
             raise Failure(f"goal {state or 'not finished'}" + (f": {final.get('pause_reason')}" if final and final.get("pause_reason") else ""), 1)
         click.echo(f"goal done: {final.get('evidence')}")  # type: ignore[union-attr]
         return
-    cid = _resolve(app, open_id, new, model)
+    cid = _resolve(app, open_id, new, model, activate)
     if message is not None:
-        _run(app, cid, message, interactive=sys.stdin.isatty())
+        note(f"conversation {cid}")
+        outcome = _run(app, cid, message, interactive=sys.stdin.isatty(), report_errors=False)
+        if outcome.error == "aborted":
+            raise Failure("aborted", 130)
+        if outcome.error is not None:
+            raise Failure(outcome.error, 1)
         return
     _repl(app, cid)

@@ -20,10 +20,38 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-__all__ = ["ApiError", "Client", "Event", "Unreachable", "parse_sse"]
+__all__ = [
+    "NOT_ELOWEN",
+    "PLUGIN_ROUTES",
+    "ApiError",
+    "Client",
+    "Event",
+    "Unreachable",
+    "describe_error",
+    "missing_route_hint",
+    "parse_sse",
+    "route_plugin",
+]
 
 USER_AGENT = "elowen-cli"
 EVENTS_READ_TIMEOUT = 45.0  # seconds: three missed 15 s heartbeats mean the stream is dead
+
+#: :attr:`ApiError.code` when the answer did not come from an Elowen daemon (no error shape).
+NOT_ELOWEN = "not_elowen"
+
+PLUGIN_ROUTES: dict[str, str] = {
+    "/sessions": "agents",
+    "/decisions": "agents",
+    "/brain": "brain",
+    "/missions": "overseer",
+    "/escalations": "overseer",
+    "/asks": "overseer",
+    "/overseer": "overseer",
+    "/providers": "overseer",
+}
+"""Path prefix → the builtin plugin serving the routes under it (the daemon answers 404
+``no route …`` for them while that plugin is not enabled). Third-party plugins serve theirs
+under ``/plugins/<name>/…``."""
 
 
 class ApiError(Exception):
@@ -174,13 +202,18 @@ class Client:
         return quote(str(value), safe="")
 
     @staticmethod
-    def _error(status: int, body: bytes) -> ApiError:
+    def _error(status: int, body: bytes, url: str = "the daemon's address") -> ApiError:
+        """The :class:`ApiError` of an error answer. A body without the API's error shape (an
+        HTML page, plain text) is never shown: it is summarised as ``HTTP <status> from a
+        non-Elowen server at <url>`` with code :data:`NOT_ELOWEN`. (Also called as
+        ``Client._error(status, body)`` by other command modules.)"""
         try:
             err = json.loads(body)["error"]
+            if not isinstance(err, dict) or not isinstance(err.get("message", ""), str):
+                raise TypeError(err)
             return ApiError(status, str(err.get("code") or f"http_{status}"), str(err.get("message") or ""))
-        except (ValueError, KeyError, TypeError, AttributeError):
-            text = body.decode("utf-8", "replace").strip()
-            return ApiError(status, f"http_{status}", text[:300] or http.client.responses.get(status, "error"))
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
+            return ApiError(status, NOT_ELOWEN, f"HTTP {status} from a non-Elowen server at {url}")
 
     # ------------------------------------------------------------------ requests
 
@@ -205,13 +238,15 @@ class Client:
         finally:
             conn.close()
         if not 200 <= resp.status < 300:
-            raise self._error(resp.status, data)
+            raise self._error(resp.status, data, self.base_url)
         if not data.strip():
             return None
         try:
             return json.loads(data)
         except ValueError:
-            raise ApiError(resp.status, "bad_response", f"the daemon sent a non-JSON body for {method} {path}") from None
+            raise ApiError(
+                resp.status, NOT_ELOWEN, f"HTTP {resp.status} with a non-JSON body from a non-Elowen server at {self.base_url}"
+            ) from None
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)
@@ -275,7 +310,7 @@ class Client:
         if resp.status != 200:
             body = resp.read()
             conn.close()
-            raise self._error(resp.status, body)
+            raise self._error(resp.status, body, self.base_url)
         return conn, resp
 
     def follow_events(
@@ -319,6 +354,41 @@ class Client:
                 on_drop(reason, delay)
             time.sleep(delay)
             delay = min(delay * 2, max_backoff)
+
+
+def route_plugin(path: str) -> str | None:
+    """The plugin that serves ``path`` (``/sessions/3`` → ``agents``, ``/plugins/foo/x`` →
+    ``foo``), or ``None`` for the daemon's own routes."""
+    clean = path.split("?", 1)[0]
+    for prefix, plugin in PLUGIN_ROUTES.items():
+        if clean == prefix or clean.startswith(prefix + "/"):
+            return plugin
+    parts = clean.split("/")
+    if len(parts) >= 4 and parts[1] == "plugins" and parts[2]:
+        return parts[2]  # /plugins/<name>/<route>: a third-party plugin's route
+    return None
+
+
+def missing_route_hint(exc: ApiError) -> str | None:
+    """For a 404 ``not_found`` whose message is the daemon's ``no route <METHOD> <path>``: a
+    hint naming the plugin that serves the path and how to enable it; else ``None``."""
+    if exc.status != 404 or exc.code != "not_found" or not exc.message.startswith("no route"):
+        return None
+    parts = exc.message.split(" ", 3)
+    plugin = route_plugin(parts[3]) if len(parts) == 4 else None
+    if plugin is None:
+        return None
+    return (
+        f"hint: {parts[3]} is served by the {plugin} plugin; if it is not enabled (`elowen plugin list`), "
+        f"enable it with `elowen plugin enable {plugin}`"
+    )
+
+
+def describe_error(exc: ApiError) -> str:
+    """The message to show for ``exc``, with the missing-plugin hint when there is one."""
+    message = exc.message or exc.code
+    hint = missing_route_hint(exc)
+    return f"{message}\n{hint}" if hint else message
 
 
 def _reason(exc: BaseException) -> str:

@@ -35,12 +35,14 @@ class Config:
         home: Elowen's home folder (not created here).
         explicit_token: ``$ELOWEN_TOKEN`` if set.
         autostart: whether a command may start the daemon when nothing answers.
+        explicit_url: whether ``url`` came from ``$ELOWEN_URL``.
     """
 
     url: str
     home: Path
     explicit_token: str | None
     autostart: bool
+    explicit_url: bool = False
 
     @property
     def host(self) -> str:
@@ -95,4 +97,6 @@ def load_config(environ: dict[str, str] | None = None) -> Config:
         autostart = host in _LOOPBACK
     if env.get("ELOWEN_NO_AUTOSTART", "").strip() not in ("", "0"):
         autostart = False
-    return Config(url=url, home=home, explicit_token=env.get("ELOWEN_TOKEN") or None, autostart=autostart)
+    return Config(
+        url=url, home=home, explicit_token=env.get("ELOWEN_TOKEN") or None, autostart=autostart, explicit_url=bool(explicit_url)
+    )

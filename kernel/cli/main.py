@@ -18,7 +18,7 @@ import click
 from elowen import __version__
 
 from .app import App
-from .client import ApiError, Unreachable
+from .client import NOT_ELOWEN, ApiError, Unreachable, describe_error
 from .config import load_config
 from .errors import ControlError, Failure
 
@@ -70,7 +70,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ApiError as exc:
-            raise Failure(_api_message(ctx, exc), 1) from None
+            raise Failure(_api_message(ctx, exc), 3 if exc.code == NOT_ELOWEN else 1) from None
         except Unreachable as exc:
             raise Failure(f"{exc}\n{_unreachable_hint(ctx)}", 3) from None
         except ControlError as exc:
@@ -80,18 +80,23 @@ class _Group(click.Group):
 
 
 def _api_message(ctx: click.Context, exc: ApiError) -> str:
-    message = exc.message or exc.code
+    message = describe_error(exc)
     app = ctx.obj if isinstance(ctx.obj, App) else None
     if exc.status == 401 and app is not None:
         source = "ELOWEN_TOKEN" if app.cfg.explicit_token else str(app.cfg.token_file)
         message += f"\nhint: the token comes from {source}"
+    if exc.code == NOT_ELOWEN and app is not None:
+        where = "ELOWEN_URL" if app.cfg.explicit_url else "ELOWEN_HOST/ELOWEN_PORT"
+        message += f"\nhint: the Elowen daemon is not what answers there; check {where} (`elowen daemon status`)"
     return message
 
 
 def _unreachable_hint(ctx: click.Context) -> str:
     app = ctx.obj if isinstance(ctx.obj, App) else None
-    if app is not None and not app.cfg.autostart:
+    if app is not None and app.cfg.explicit_url:
         return "hint: check ELOWEN_URL, or start the daemon there (`elowen daemon start`)"
+    if app is not None and not app.cfg.autostart:
+        return "hint: start the daemon (`elowen daemon start`; autostart is off), then retry"
     from .daemonctl import DAEMON  # the error path only
 
     log = DAEMON.log_file(app.cfg) if app else "the daemon log"

@@ -118,6 +118,9 @@ def plugin_info(app: App, name: str, as_json: bool) -> None:
             shown = config.get(key, default)
             origin = "set" if key in config else "default"
             click.echo(f"  {key} = {json.dumps(shown)} ({origin})")
+    if record.get("traceback"):
+        click.echo("traceback:")
+        click.echo("  " + str(record["traceback"]).rstrip().replace("\n", "\n  "))
     contributes = manifest.get("contributes") if isinstance(manifest, dict) else None
     if contributes:
         click.echo("declares:")

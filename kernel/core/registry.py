@@ -102,6 +102,7 @@ class PluginRecord:
     manifest: Manifest | None = None
     state: str = "discovered"
     error: str | None = None
+    traceback: str | None = None
     module: Any = None
     ctx: Context | None = None
     restart_required: bool = False
@@ -133,6 +134,7 @@ class PluginRecord:
                 "missing": list(self.missing),
             },
             "error": self.error,
+            "traceback": self.traceback,
             "restart_required": self.restart_required,
         }
         return out
@@ -484,21 +486,25 @@ class Registry:
                     self._set_state(rec, "needs-approval", f"needs capabilities not granted: {', '.join(missing)}")
                     continue
                 await self._enable(rec)
-            elif desired is False and rec.state in ("discovered", "needs-approval"):
+            elif desired is False and rec.state in ("discovered", "needs-approval", "error"):
                 self._set_state(rec, "disabled")
         self._explicit_retry.clear()
 
     # ------------------------------------------------------------------ transitions
 
-    def _set_state(self, rec: PluginRecord, state: str, error: str | None = None) -> None:
+    def _set_state(self, rec: PluginRecord, state: str, error: str | None = None, tb: str | None = None) -> None:
+        """Move ``rec`` to ``state``; ``error`` is a one-line reason, ``tb`` the traceback (kept
+        for ``elowen plugin info`` and the audit, never printed by list commands)."""
         old = rec.state
         rec.state = state
-        rec.error = error if state in ("error", "needs-approval") else None
+        keep = state in ("error", "needs-approval")
+        rec.error = error if keep else None
+        rec.traceback = tb if keep else None
         rec.history.append(state)
         if old != state:
             self.generation += 1
             k = self._kernel
-            k.store.audit("kernel", f"plugin.{state}", rec.name, "ok" if state != "error" else "error", {"from": old, "error": (error or "")[-2000:]})
+            k.store.audit("kernel", f"plugin.{state}", rec.name, "ok" if state != "error" else "error", {"from": old, "error": error or "", "traceback": (tb or "")[-4000:]})
             k.events.publish(f"plugin.{state}", {"name": rec.name, "from": old, "error": error})
 
     async def _enable(self, rec: PluginRecord) -> None:
@@ -519,7 +525,7 @@ class Registry:
                 if isinstance(exc, (KeyboardInterrupt, trio.Cancelled)):
                     raise
                 rec.error_key = key
-                self._set_state(rec, "error", "import failed:\n" + traceback.format_exc())
+                self._set_state(rec, "error", f"import of {rec.source.entry} failed: {_summary(exc)}", traceback.format_exc())
                 return
         ctx = Context(k, rec.name, config=config, capabilities=self.granted(rec))
         await self._nursery.start(ctx.host)
@@ -536,7 +542,7 @@ class Registry:
                 if kind == "loop":
                     ctx.start_soon(_run_loop, ctx, k.contributions.get("loop", name).obj)
             await k.bus.call_plugin(rec.name, "on_load", ctx, timeout=ON_LOAD_TIMEOUT)
-        except Exception:
+        except Exception as exc:
             tb = traceback.format_exc()
             ctx.cancel_scope.cancel()
             k.bus.close_lane(rec.name)
@@ -544,7 +550,7 @@ class Registry:
             if registered:
                 k.pm.unregister(name=rec.name)
             rec.error_key = key
-            self._set_state(rec, "error", "enable failed:\n" + tb)
+            self._set_state(rec, "error", f"enable failed: {_summary(exc)}", tb)
             return
         rec.ctx = ctx
         rec.applied_key = key
@@ -598,15 +604,31 @@ class Registry:
         self._kernel.store.apply_plugin_schema(rec.name, sql, int(m.group(1)) if m else 1)
 
 
+def _summary(exc: BaseException) -> str:
+    """One line for a user: the exception type and message, with the innermost cause."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
+
+
 async def _run_loop(ctx: Context, loop: Loop) -> None:
     """Call ``loop.fn`` every ``loop.interval`` seconds until the plugin's scope is cancelled."""
     if not loop.run_at_start:
         await trio.sleep(loop.interval)
+    last_error = ""
     while True:
         try:
             result = loop.fn()
             if inspect.isawaitable(result):
                 await result
-        except Exception:
-            ctx.log.exception("loop %s failed", loop.name)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if error != last_error:  # the same failure every interval is logged once
+                ctx.log.exception("loop %s failed (logged once until it changes)", loop.name)
+            last_error = error
+        else:
+            if last_error:
+                ctx.log.info("loop %s works again", loop.name)
+            last_error = ""
         await trio.sleep(loop.interval)

@@ -46,5 +46,5 @@ def create_app(state: DaemonState, *, max_body: int = MAX_BODY, response_timeout
     for group in _GROUPS:
         specs.extend(group.api.register(app))
     state.openapi = build_openapi(specs)
-    mount_plugin_routes(app)  # last: the daemon's own routes win over plugin routes
+    state.plugin_router = mount_plugin_routes(app)  # last: the daemon's own routes win over plugin routes
     return app

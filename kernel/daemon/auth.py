@@ -38,6 +38,7 @@ __all__ = [
     "issue_token",
     "new_token",
     "revoke_task_tokens",
+    "write_admin_token",
 ]
 
 log = logging.getLogger(__name__)
@@ -171,18 +172,24 @@ def bootstrap_admin(store: Store, home: Path) -> bool:
             (utc_iso(),),
         )
         token = issue_token(store, user_id)
-        path = home / ADMIN_TOKEN_FILE
-        tmp = path.with_name(f".{ADMIN_TOKEN_FILE}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            os.fchmod(fh.fileno(), 0o600)
-            fh.write(token + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        path = write_admin_token(home, token)
     log.info("created the admin user; its token is in %s", path)
     store.audit("kernel", "user.create", "user:admin", "ok", {"role": "admin", "bootstrap": True})
     return True
+
+
+def write_admin_token(home: Path, token: str) -> Path:
+    """Write ``token`` to ``home/admin.token`` atomically, mode 0600; returns the path."""
+    path = home / ADMIN_TOKEN_FILE
+    tmp = path.with_name(f".{ADMIN_TOKEN_FILE}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fh.fileno(), 0o600)
+        fh.write(token + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
 
 
 class Access:

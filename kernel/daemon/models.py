@@ -2,13 +2,47 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .api import Body, Page
 
+
+_PROJECT_NAME = re.compile(r"^[\w.\- ]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _project_name(name: str) -> str:
+    if not _PROJECT_NAME.fullmatch(name):
+        raise ValueError("a project name may contain only letters, digits, '.', '_', '-' and spaces")
+    if ".." in name:
+        raise ValueError("a project name may not contain '..'")
+    if name != name.strip():
+        raise ValueError("a project name may not begin or end with a space")
+    return name
+
+
+def _title(text: str) -> str:
+    if _CONTROL.search(text):
+        raise ValueError("a task title may not contain control characters (tabs, newlines); put details in the description")
+    return text
+
+
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
+ProjectName = Annotated[
+    str,
+    Field(min_length=1, max_length=100, json_schema_extra={"pattern": r"^[\w.\- ]+$"},
+          description="letters, digits, '.', '_', '-' and spaces; not containing '..'"),
+    AfterValidator(_project_name),
+]
+Title = Annotated[
+    str,
+    Field(min_length=1, max_length=500, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"},
+          description="no control characters (tabs, newlines)"),
+    AfterValidator(_title),
+]
 Label = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\s\x00-\x1f]+$")]
 Pattern = Annotated[str, Field(min_length=1, max_length=200)]
 Exec = Annotated[str, Field(min_length=1, max_length=300)]
@@ -39,12 +73,12 @@ class UserProject(Body):
 
 
 class ProjectCreate(Body):
-    name: Name
+    name: ProjectName
     path: Annotated[str, Field(min_length=1, max_length=4096)]
 
 
 class TaskCreate(Body):
-    title: Annotated[str, Field(min_length=1, max_length=500)]
+    title: Title
     description: Text = ""
     project_id: TaskId
     priority: Annotated[int, Field(ge=0, le=4)] = 2
@@ -55,7 +89,7 @@ class TaskCreate(Body):
 
 
 class TaskPatch(Body):
-    title: Annotated[str, Field(min_length=1, max_length=500)] | None = None
+    title: Title | None = None
     description: Text | None = None
     priority: Annotated[int, Field(ge=0, le=4)] | None = None
     labels: list[Label] | None = Field(None, max_length=50)
@@ -88,6 +122,12 @@ class TaskQuery(Page):
     state: Literal["open", "in_progress", "blocked", "closed", "cancelled", "ready"] | None = None
     project: TaskId | None = None
     label: Label | None = None
+
+
+class ProjectDeleteQuery(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    force: bool = Field(False, description="also delete open, in-progress and blocked tasks")
 
 
 class AuditQuery(Page):
@@ -177,6 +217,23 @@ class Deleted(Out):
     deleted: bool
 
 
+class ProjectDeleted(Out):
+    id: int
+    deleted: bool
+    tasks_deleted: int
+
+
+class UserDeleted(Out):
+    id: int
+    deleted: bool
+    tokens_revoked: int
+
+
+class TokensRevoked(Out):
+    user_id: int
+    revoked: int
+
+
 class PluginOut(Out):
     name: str
     version: str
@@ -197,8 +254,10 @@ class AuditOut(Out):
 
 class Health(Out):
     status: str
+    service: Literal["daemon"] = Field(description="what answers: always 'daemon' for the Elowen daemon")
     version: str
     pid: int
+    home: str = Field(description="a short hash identifying the daemon's ELOWEN_HOME (never the path)")
     plugins: str = Field(description="'starting' while plugins load in the background after start-up, then 'ready'")
 
 

@@ -1,10 +1,13 @@
 """The OpenAPI 3.1 document, generated from the declared routes (:mod:`elowen.daemon.api`)
-and their pydantic models (JSON Schema 2020-12, which OpenAPI 3.1 uses as is)."""
+and their pydantic models (JSON Schema 2020-12, which OpenAPI 3.1 uses as is), plus the HTTP
+routes plugins serve now (:func:`with_plugin_routes`; their bodies are opaque JSON, each
+operation is marked ``x-elowen-plugin: <plugin name>``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import re
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -12,7 +15,16 @@ from elowen import __version__
 
 from .api import MAX_ID, RouteSpec
 
-__all__ = ["build_openapi"]
+if TYPE_CHECKING:
+    from .plugin_routes import Compiled
+
+__all__ = ["PLUGIN_MARK", "build_openapi", "with_plugin_routes"]
+
+#: The operation extension naming the plugin that serves a plugin route.
+PLUGIN_MARK = "x-elowen-plugin"
+_PLUGIN_ERRORS = (400, 401, 403, 404, 409, 422)
+_PATH_PARAM = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
 
 _REF = "#/components/schemas/{model}"
 _DESCRIPTIONS = {
@@ -123,3 +135,57 @@ def build_openapi(routes: Iterable[RouteSpec]) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _error_responses(codes: Iterable[int]) -> dict[str, Any]:
+    return {
+        str(code): {
+            "description": _DESCRIPTIONS.get(code, "Error"),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for code in sorted(codes)
+    }
+
+
+def _plugin_operation(entry: Compiled) -> dict[str, Any]:
+    route = entry.route
+    method = getattr(route, "method", "GET")
+    op: dict[str, Any] = {
+        "operationId": "plugin_" + _NOT_WORD.sub("_", f"{entry.plugin} {method} {entry.mount}").strip("_").lower(),
+        "summary": route.summary or f"{method} {entry.mount}",
+        "tags": [f"plugin:{entry.plugin}"],
+        PLUGIN_MARK: entry.plugin,
+        "security": [] if route.anonymous else [{"bearer": []}],
+    }
+    params = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}}
+        for name in _PATH_PARAM.findall(entry.mount)
+    ]
+    if params:
+        op["parameters"] = params
+    if method in ("POST", "PUT", "PATCH"):
+        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": {}}}}
+    op["responses"] = {
+        "200": {"description": "OK (the plugin's JSON)", "content": {"application/json": {"schema": {}}}},
+        **_error_responses(_PLUGIN_ERRORS if not route.anonymous else (400, 404, 409, 422)),
+    }
+    return op
+
+
+def with_plugin_routes(base: dict[str, Any], table: Sequence[Compiled]) -> dict[str, Any]:
+    """``base`` (left unchanged) plus one operation per plugin HTTP route in ``table``.
+
+    Each operation has the mounted path, the route's method and summary, string path
+    parameters, an optional JSON request body (POST/PUT/PATCH) and a JSON response of any
+    shape, the error responses of the API's error shape, and ``x-elowen-plugin``. WebSocket
+    routes are left out (OpenAPI does not describe them). The daemon's own routes win over a
+    plugin route on the same path and method, as when serving.
+    """
+    paths: dict[str, dict[str, Any]] = {path: dict(ops) for path, ops in base["paths"].items()}
+    for entry in table:
+        method = getattr(entry.route, "method", None)
+        if method is None:
+            continue
+        ops = paths.setdefault(entry.mount, {})
+        ops.setdefault(method.lower(), _plugin_operation(entry))
+    return {**base, "paths": paths}

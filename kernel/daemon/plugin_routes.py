@@ -35,17 +35,21 @@ _PARAM_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 @dataclass(frozen=True, slots=True)
-class _Compiled:
+class Compiled:
+    """One plugin route as served: its owner, the SDK route, the path regex and the mounted
+    path (``/sessions/{id}``, or ``/plugins/<name>/…`` for a third-party plugin)."""
+
     plugin: str
     route: Route | WebSocketRoute
     pattern: re.Pattern[str]
     mount: str
 
 
-def _compile(plugin: str, route: Route | WebSocketRoute, builtin: bool) -> _Compiled:
+
+def _compile(plugin: str, route: Route | WebSocketRoute, builtin: bool) -> Compiled:
     mount = route.path if builtin else f"/plugins/{plugin}{route.path}"
     regex = "^" + _PARAM_RE.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(mount).replace(r"\{", "{").replace(r"\}", "}")) + "$"
-    return _Compiled(plugin, route, re.compile(regex), mount)
+    return Compiled(plugin, route, re.compile(regex), mount)
 
 
 class PluginRouter:
@@ -53,9 +57,9 @@ class PluginRouter:
 
     def __init__(self) -> None:
         self._snapshot: object = None
-        self._table: list[_Compiled] = []
+        self._table: list[Compiled] = []
 
-    def table(self) -> list[_Compiled]:
+    def table(self) -> list[Compiled]:
         kernel = current().kernel
         snap = kernel.contributions.all("route")
         if snap is not self._snapshot:
@@ -69,7 +73,13 @@ class PluginRouter:
             self._table, self._snapshot = table, snap
         return self._table
 
-    def match(self, path: str, *, websocket: bool, method: str = "GET") -> tuple[_Compiled, dict[str, str]] | int:
+    def snapshot(self) -> tuple[object, list[Compiled]]:
+        """The contributions snapshot the table was built from, and the table (rebuilt first
+        if the contributions changed)."""
+        table = self.table()
+        return self._snapshot, table
+
+    def match(self, path: str, *, websocket: bool, method: str = "GET") -> tuple[Compiled, dict[str, str]] | int:
         """The route and its path parameters, or 404 / 405."""
         path_matched = False
         for entry in self.table():

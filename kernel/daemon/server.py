@@ -38,6 +38,7 @@ from elowen.core.settings import Settings
 from elowen.core.store import utc_iso
 
 from .auth import Access, bootstrap_admin
+from .recovery import missing_admin_token_hint
 from .state import DaemonState
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DaemonError", "build_state", "main", "serve"]
@@ -143,7 +144,7 @@ def build_state(kernel: Kernel, heartbeat: float = 15.0) -> DaemonState:
         kernel=kernel,
         tasks=None,  # type: ignore[arg-type]  # set below: it needs state.resolve_exec
         users=UserService(kernel.store, access),
-        projects=ProjectService(kernel.store, kernel.events),
+        projects=ProjectService(kernel.store, kernel.events, kernel.home),
         access=access,
         heartbeat=heartbeat,
     )
@@ -210,7 +211,10 @@ async def serve(
         try:
             # serve at once; plugins load in the background (GET /health says when they are ready)
             async with Kernel.open(home, discover_entry_points=discover_plugins, wait_plugins=False) as kernel:
-                bootstrap_admin(kernel.store, home)
+                if not bootstrap_admin(kernel.store, home):
+                    hint = missing_admin_token_hint(kernel.store, home)
+                    if hint:
+                        log.warning("%s", hint)
                 state = build_state(kernel, heartbeat)
                 app = create_app(state, response_timeout=response_timeout)
                 config = Config()
@@ -269,7 +273,8 @@ async def serve(
 
 
 def setup_logging(home: Path, level: str = "INFO") -> Path:
-    """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr. Returns the log file."""
+    """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr, ``watchfiles`` at
+    WARNING at least. Returns the log file."""
     logs = home / "logs"
     logs.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = logs / "daemon.log"
@@ -281,6 +286,8 @@ def setup_logging(home: Path, level: str = "INFO") -> Path:
     root = logging.getLogger()
     root.handlers[:] = [file_handler, stderr]
     root.setLevel(level.upper())
+    # hot reload's file watcher logs "N changes detected" at INFO on every save
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
     return path
 
 

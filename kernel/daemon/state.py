@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from elowen.core.kernel import Kernel
 
     from .auth import Access
+    from .plugin_routes import PluginRouter
     from .services.projects import ProjectService
     from .services.tasks import TaskService
     from .services.users import UserService
@@ -35,7 +36,8 @@ class DaemonState:
         projects: the project service.
         access: the members' visible-projects cache.
         heartbeat: seconds between SSE heartbeat comments.
-        openapi: the generated OpenAPI document.
+        openapi: the OpenAPI document of the daemon's own routes (generated once).
+        plugin_router: the plugin route dispatcher (``None`` before the app mounts it).
         stopping: set when the daemon begins to shut down (SSE streams end).
         inflight: requests (and SSE streams) being handled now; shutdown waits for 0.
     """
@@ -49,6 +51,21 @@ class DaemonState:
     heartbeat: float = 15.0
     stopping: trio.Event = field(default_factory=trio.Event)
     inflight: int = 0
+    plugin_router: PluginRouter | None = None
+    openapi_cache: tuple[object, dict[str, object]] | None = None
+
+    def openapi_document(self) -> dict[str, object]:
+        """``/openapi.json``: :attr:`openapi` plus the plugin routes served now; rebuilt only
+        when the route contributions change (cached by their snapshot object). Call it while
+        handling a request (the plugin table is read through :func:`current`)."""
+        if self.plugin_router is None:
+            return self.openapi
+        from .openapi import with_plugin_routes
+
+        snapshot, table = self.plugin_router.snapshot()
+        if self.openapi_cache is None or self.openapi_cache[0] is not snapshot:
+            self.openapi_cache = (snapshot, with_plugin_routes(self.openapi, table))
+        return self.openapi_cache[1]
 
     def exec_settings(self) -> tuple[str, Collection[str], Collection[str]]:
         """``(fallback, allowed patterns, plain allow-list)`` from settings ``[execs]``."""

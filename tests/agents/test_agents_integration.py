@@ -269,3 +269,26 @@ async def test_stalled_agent_raises_one_check_per_episode(tmp_path: Path, socket
         [second] = w.agents.decisions.list(task_id=task_id, kind="check", status="pending")
         await w.agents.decide(second["id"], "reject")
         await until(lambda: len(w.sessions(task_id)) == 2, what="relaunch after the check was rejected")
+
+
+async def test_missing_cli_blocks_at_once_with_a_clear_note(tmp_path: Path, socket_name: str) -> None:
+    """A CLI that is not installed is not retried (it would only fail the same way): the task
+    is blocked at once with a note saying what to install or configure, and nothing is spawned."""
+    async with world(tmp_path, socket_name) as w:
+        await w.kernel.registry.configure("claude-code", {"binary": "claude-not-installed-here"})
+        task_id = w.create_task()
+        await until(lambda: w.tasks.get(task_id)["state"] == "blocked", what="blocked")
+        note = w.tasks.get(task_id)["resume_note"]
+        assert "'claude-not-installed-here' is not installed or not on the PATH" in note
+        assert "elowen plugin config claude-code binary=" in note
+        assert w.tasks.get(task_id)["attempts"] == 1
+        assert "elowen-t" not in w.tmux("list-sessions", "-F", "#{session_name}").stdout
+
+
+async def test_failed_spawn_never_kills_a_session_it_does_not_own(tmp_path: Path, socket_name: str) -> None:
+    async with world(tmp_path, socket_name) as w:
+        # a session with the name the next agent would get, not created by this kernel
+        w.tmux("new-session", "-d", "-s", "elowen-t1-a1", "sleep 600")
+        task_id = w.create_task()
+        await until(lambda: w.sessions(task_id) and w.sessions(task_id)[0]["state"] == "exited", what="spawn failure recorded")
+        assert w.tmux("has-session", "-t", "=elowen-t1-a1:").returncode == 0, "the foreign session must survive"

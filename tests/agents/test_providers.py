@@ -48,10 +48,10 @@ def test_claude_command_lines() -> None:
 
 def test_codex_command_lines() -> None:
     p = CodexProvider({})
-    assert p.build_command("task", model="gpt-5") == ["codex", "-m", "gpt-5", "--", "task"]
+    assert p.build_command("task", model="gpt-5") == ["codex", "-m", "gpt-5", "-c", "allow_login_shell=false", "--", "task"]
     # resume is a subcommand and comes before every flag
     assert p.build_command("continue", model="gpt-5", session_id=CODEX_ID, resume=True, skip_permissions=True) == [
-        "codex", "resume", CODEX_ID, "-m", "gpt-5", "--dangerously-bypass-approvals-and-sandbox", "--", "continue",
+        "codex", "resume", CODEX_ID, "-m", "gpt-5", "--dangerously-bypass-approvals-and-sandbox", "-c", "allow_login_shell=false", "--", "continue",
     ]
     with pytest.raises(ProviderError):
         p.build_command("x", model=None, session_id=CODEX_ID)  # codex picks its own id

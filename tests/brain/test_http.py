@@ -33,6 +33,8 @@ class Script:
     def __call__(self, r: ParsedRequest) -> Reply:
         if not r.has_tools:
             return Reply(text="summary")
+        if "explode" in r.prompt:
+            return Reply(status=500, error_message="scripted model failure")
         if "edit" in r.prompt and not r.tool_results:
             return Reply(tool_calls=[call("files.edit", path="hello.txt", old="world", new="HTTP")])
         if "run" in r.prompt and not r.tool_results:
@@ -121,9 +123,15 @@ def test_sse_format_ownership_and_validation(stack: tuple[DaemonProc, ModelServe
             assert resp.headers["content-type"].startswith("text/event-stream")
             body = resp.read().decode()
         assert "event: brain.delta" in body and "event: brain.done" in body
-        # the member's pointer conversation is their own
+        # the member has no active conversation yet: a GET does not create one, a turn does
+        for _ in range(2):
+            none = member.get("/brain/active")
+            assert none.status_code == 404 and none.json()["error"]["code"] == "no_active_conversation"
+        before = len(member.get("/brain/conversations").json()["items"])
+        assert member.post("/brain/turn", params={"stream": "false"}, json={"text": "hello"}).status_code == 200
         mine = member.get("/brain/active").json()["conversation"]
         assert mine["user_id"] != 1 and mine["active"]
+        assert len(member.get("/brain/conversations").json()["items"]) == before + 1
 
 
 def test_approval_round_trip_over_http(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
@@ -166,3 +174,99 @@ def test_cli_one_shot_list_and_headless_goal(stack: tuple[DaemonProc, ModelServe
     a = _chat(daemon, "--new", "-m", "from A", token=str(daemon.extra["member_token"]))
     b = _chat(daemon, "--new", "-m", "from B", token=str(daemon.extra["member_token"]))
     assert a.stdout.strip() == "reply to: from A" and b.stdout.strip() == "reply to: from B"
+
+
+BAD_IDS = ["abc", "-1", "0", "99999999999999999999999", str(2**63), "%C2%B2"]
+
+
+def _error(resp: httpx.Response, status: int, code: str | None = None) -> None:
+    assert resp.status_code == status, (resp.request.method, resp.request.url, resp.text)
+    error = resp.json()["error"]
+    assert isinstance(error["message"], str) and error["message"] and isinstance(error["code"], str)
+    if code is not None:
+        assert error["code"] == code
+
+
+def test_bad_ids_are_4xx_never_500(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
+    daemon, _, _ = stack
+    with daemon.client(str(daemon.extra["member_token"])) as member:
+        for bad in BAD_IDS:
+            _error(member.get(f"/brain/conversations/{bad}"), 404, "not_found")
+            _error(member.patch(f"/brain/conversations/{bad}", json={"title": "x"}), 404, "not_found")
+            _error(member.post(f"/brain/conversations/{bad}/open"), 404, "not_found")
+            _error(member.post(f"/brain/conversations/{bad}/turn", json={"text": "hi"}), 404, "not_found")
+            _error(member.post(f"/brain/conversations/{bad}/abort"), 404, "not_found")
+            _error(member.post(f"/brain/approvals/{bad}", json={"decision": "allow"}), 404, "not_found")
+        for bad in (-1, 0, 99999999999999999999999):
+            _error(member.post("/brain/conversations", json={"project_id": bad}), 422, "validation_error")
+        _error(member.get("/brain/conversations", params={"limit": "²"}), 422)
+    assert "OverflowError" not in daemon.log_path.read_text()
+
+
+def test_model_is_validated_when_set(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
+    daemon, _, _ = stack
+    with daemon.client(str(daemon.extra["member_token"])) as member:
+        resp = member.post("/brain/conversations", json={"model": "nomodel"})
+        _error(resp, 422, "unknown_provider")
+        assert "'nomodel'" in resp.json()["error"]["message"] and "fake, local" in resp.json()["error"]["message"]
+        _error(member.post("/brain/conversations", json={"model": "fake"}), 422, "unknown_provider")  # no model named
+        conv = member.post("/brain/conversations", json={"model": SPEC}).json()
+        _error(member.patch(f"/brain/conversations/{conv['id']}", json={"model": "nomodel/x"}), 422, "unknown_provider")
+        assert member.get(f"/brain/conversations/{conv['id']}").json()["conversation"]["model"] == SPEC
+        assert member.patch(f"/brain/conversations/{conv['id']}", json={"model": "local/smollm2"}).json()["model"] == "local/smollm2"
+        assert member.patch(f"/brain/conversations/{conv['id']}", json={"model": ""}).json()["model"] == ""
+        # the /model slash command validates too, and /model default goes back to the default
+        turn = member.post(f"/brain/conversations/{conv['id']}/turn", params={"stream": "false"}, json={"text": "/model nomodel"})
+        assert turn.status_code == 200, turn.text
+        assert member.get(f"/brain/conversations/{conv['id']}").json()["conversation"]["model"] == ""
+        member.post(f"/brain/conversations/{conv['id']}/turn", params={"stream": "false"}, json={"text": f"/model {SPEC}"})
+        assert member.get(f"/brain/conversations/{conv['id']}").json()["conversation"]["model"] == SPEC
+        member.post(f"/brain/conversations/{conv['id']}/turn", params={"stream": "false"}, json={"text": "/model default"})
+        assert member.get(f"/brain/conversations/{conv['id']}").json()["conversation"]["model"] == ""
+
+
+def test_cli_bad_model_fails_and_changes_nothing(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
+    daemon, _, _ = stack
+    with daemon.admin() as admin:
+        admin.post("/brain/turn", params={"stream": "false"}, json={"text": "make sure there is an active one"})
+        active = admin.get("/brain/active").json()["conversation"]
+    bad = _chat(daemon, "-m", "hi", "--model", "nomodel")
+    assert bad.returncode == 1, (bad.stdout, bad.stderr)
+    assert "unknown provider 'nomodel'" in bad.stderr and "fake, local" in bad.stderr
+    with daemon.admin() as admin:
+        assert admin.get("/brain/active").json()["conversation"]["model"] == active["model"]
+    assert _chat(daemon, "--new", "-m", "hi", "--model", "nomodel").returncode == 1
+    ok = _chat(daemon, "-m", "still works")
+    assert ok.returncode == 0 and ok.stdout.strip() == "reply to: still works", ok.stderr
+    # --model on an existing conversation changes it (validated), 'default' clears it
+    assert _chat(daemon, "-m", "switch", "--model", SPEC).returncode == 0
+    with daemon.admin() as admin:
+        assert admin.get("/brain/active").json()["conversation"]["model"] == SPEC
+    assert _chat(daemon, "-m", "back", "--model", "default").returncode == 0
+    with daemon.admin() as admin:
+        assert admin.get("/brain/active").json()["conversation"]["model"] == ""
+
+
+def test_cli_exits_1_when_the_turn_fails(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
+    daemon, _, _ = stack
+    out = _chat(daemon, "--new", "-m", "explode now")
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert out.stderr.count("error:") == 1 and "scripted model failure" in out.stderr, out.stderr
+
+
+def test_cli_new_binds_and_activate_moves_the_pointer(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
+    daemon, _, _ = stack
+    with daemon.admin() as admin:
+        admin.post("/brain/turn", params={"stream": "false"}, json={"text": "pointer"})
+        pointer = admin.get("/brain/active").json()["conversation"]["id"]
+        bound = _chat(daemon, "--new", "-m", "bound only")
+        assert bound.returncode == 0 and "conversation " in bound.stderr
+        new_id = int(bound.stderr.split("conversation ")[1].split()[0])
+        assert new_id != pointer and admin.get("/brain/active").json()["conversation"]["id"] == pointer
+        again = _chat(daemon, "--open", str(new_id), "-m", "continue it")
+        assert again.returncode == 0 and admin.get("/brain/active").json()["conversation"]["id"] == pointer
+        moved = _chat(daemon, "--new", "--activate", "-m", "take the pointer")
+        moved_id = int(moved.stderr.split("conversation ")[1].split()[0])
+        assert admin.get("/brain/active").json()["conversation"]["id"] == moved_id
+        plain = _chat(daemon, "-m", "follows the pointer")
+        assert int(plain.stderr.split("conversation ")[1].split()[0]) == moved_id

@@ -44,7 +44,7 @@ STEP = 90.0  # seconds per waited-for step (CLIs start in 2–8 s on a 2-core ma
 PLUGIN = {"claude": "claude-code", "codex": "codex", "opencode": "opencode", "kilo": "kilo"}
 # Codex 0.171 runs commands in a login shell (bash -lc) whose /etc/profile resets PATH, which
 # would hide Elowen's own bin folder from the agent; allow_login_shell=false keeps the agent's PATH.
-EXTRA_ARGS: dict[str, list[str]] = {"codex": ["-c", "allow_login_shell=false"]}
+EXTRA_ARGS: dict[str, list[str]] = {}  # Codex's provider now adds allow_login_shell=false itself
 EXEC = {"claude": "claude:fake-model", "codex": "codex:fake-model", "opencode": "opencode:fake/fake-model", "kilo": "kilo:fake/fake-model"}
 
 

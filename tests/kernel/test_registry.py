@@ -187,3 +187,13 @@ async def test_plugin_context_capabilities_and_guard(open_kernel, tmp_path):
             good.guard.read_text("/etc/hostname")
         denied = [r for r in audit_rows(k, "capability") if r["actor"] == "asyncobs"]
         assert len(denied) == 2
+
+
+async def test_error_is_one_line_with_the_traceback_kept_and_disable_clears_it(open_kernel):
+    async with open_kernel("sample_failing_load") as k:
+        info = await k.registry.enable("failingload")
+        assert info["state"] == "error"
+        assert info["error"] == "enable failed: RuntimeError: on_load exploded"
+        assert "Traceback (most recent call last)" in info["traceback"] and "\n" not in info["error"]
+        info = await k.registry.disable("failingload")
+        assert info["state"] == "disabled" and info["error"] is None and info["traceback"] is None

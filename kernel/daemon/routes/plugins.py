@@ -13,9 +13,20 @@ from ..state import current
 api = Api("plugins")
 
 
+def _for(me: Principal, record: dict[str, Any]) -> dict[str, Any]:
+    """What ``me`` may see of a plugin record: config values (they may hold keys in an ``env``
+    table) and tracebacks (file paths) are for admins only."""
+    if me.is_admin:
+        return record
+    out = dict(record, traceback=None)
+    if "config" in out:
+        out["config"] = {}
+    return out
+
+
 @api.route("GET", "/plugins", summary="Every discovered plugin (one page)", response=list_of(PluginOut))
-async def list_plugins() -> dict[str, Any]:
-    return {"items": current().kernel.registry.list(), "next_cursor": None}
+async def list_plugins(me: Principal) -> dict[str, Any]:
+    return {"items": [_for(me, r) for r in current().kernel.registry.list()], "next_cursor": None}
 
 
 @api.route("POST", "/plugins/rescan", summary="Rediscover installed plugins (after a pip install)", auth="admin",
@@ -29,8 +40,8 @@ async def rescan_plugins(me: Principal) -> dict[str, Any]:
 
 @api.route("GET", "/plugins/<name>", summary="One plugin: record, manifest, config, contributions",
            response=PluginOut, errors=(404,))
-async def get_plugin(name: str) -> dict[str, Any]:
-    return current().kernel.registry.describe(name)
+async def get_plugin(me: Principal, name: str) -> dict[str, Any]:
+    return _for(me, current().kernel.registry.describe(name))
 
 
 @api.route("POST", "/plugins/<name>/enable", summary="Enable a plugin now", auth="admin", response=PluginOut, errors=(404,))

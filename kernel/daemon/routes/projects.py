@@ -7,8 +7,9 @@ from typing import Any
 from ..api import Api, Page, decode_cursor, paginate
 from ..auth import Principal
 from ..errors import Conflict, NotFound, Unprocessable
-from ..models import ProjectCreate, ProjectOut, list_of
-from ..services.projects import ProjectError, ProjectExists
+from ..models import ProjectCreate, ProjectDeleted, ProjectDeleteQuery, ProjectOut, list_of
+from ..services.projects import ProjectBusy, ProjectError, ProjectExists, ProjectNotFound
+from ..services.tasks import TaskNotFound
 from ..state import current
 
 api = Api("projects")
@@ -43,3 +44,26 @@ async def get_project(me: Principal, project_id: int) -> dict[str, Any]:
     if project is None or not state.access.can_see(me, project_id):
         raise NotFound(f"project {project_id} not found")
     return project
+
+
+@api.route("DELETE", "/projects/<id:project_id>", summary="Delete a project and its tasks (force: even unfinished ones)",
+           auth="admin", query=ProjectDeleteQuery, response=ProjectDeleted, errors=(404, 409))
+async def delete_project(me: Principal, project_id: int, query: ProjectDeleteQuery) -> dict[str, Any]:
+    state = current()
+
+    def delete_task(task_id: int) -> None:
+        try:
+            state.tasks.delete(task_id)
+        except TaskNotFound:
+            pass  # deleted meanwhile
+
+    try:
+        result = state.projects.delete(project_id, force=query.force, delete_task=delete_task)
+    except ProjectNotFound as exc:
+        raise NotFound(str(exc)) from None
+    except ProjectBusy as exc:
+        raise Conflict(str(exc), code="project_busy") from None
+    state.access.invalidate()
+    state.kernel.store.audit(me.actor, "project.delete", f"project:{project_id}", "ok",
+                             {"force": query.force, "tasks_deleted": result["tasks_deleted"]})
+    return result

@@ -7,8 +7,8 @@ from typing import Any
 from ..api import Api, Page, decode_cursor, paginate
 from ..auth import Principal
 from ..errors import Conflict, NotFound
-from ..models import TokenOut, UserCreate, UserCreated, UserOut, UserPatch, UserProject, list_of
-from ..services.users import UserExists, UserNotFound
+from ..models import TokenOut, TokensRevoked, UserCreate, UserCreated, UserDeleted, UserOut, UserPatch, UserProject, list_of
+from ..services.users import LastAdmin, UserExists, UserNotFound
 from ..state import current
 
 api = Api("users")
@@ -69,6 +69,37 @@ async def create_token(me: Principal, user_id: int) -> dict[str, Any]:
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "token.create", f"user:{user_id}")
     return {"token": token}
+
+
+@api.route("DELETE", "/users/<id:user_id>/tokens", summary="Revoke every full token of a user", auth="admin",
+           response=TokensRevoked, errors=(404, 409))
+async def revoke_tokens(me: Principal, user_id: int) -> dict[str, Any]:
+    state = current()
+    if user_id == me.user_id:
+        raise Conflict("refusing to revoke your own tokens (you would lock yourself out); ask another admin, "
+                       "or run `elowen daemon reset-admin-token` on the daemon's machine", code="self_revoke")
+    try:
+        revoked = state.users.revoke_tokens(user_id)
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    state.kernel.store.audit(me.actor, "token.revoke", f"user:{user_id}", "ok", {"revoked": revoked})
+    return {"user_id": user_id, "revoked": revoked}
+
+
+@api.route("DELETE", "/users/<id:user_id>", summary="Delete a user (its tasks stay, without an owner)", auth="admin",
+           response=UserDeleted, errors=(404, 409))
+async def delete_user(me: Principal, user_id: int) -> dict[str, Any]:
+    state = current()
+    if user_id == me.user_id:
+        raise Conflict("refusing to delete yourself; ask another admin", code="self_delete")
+    try:
+        revoked = state.users.delete(user_id)
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    except LastAdmin as exc:
+        raise Conflict(str(exc), code="last_admin") from None
+    state.kernel.store.audit(me.actor, "user.delete", f"user:{user_id}", "ok", {"tokens_revoked": revoked})
+    return {"id": user_id, "deleted": True, "tokens_revoked": revoked}
 
 
 @api.route("POST", "/users/<id:user_id>/projects", summary="Give a user access to a project", auth="admin",

@@ -10,7 +10,7 @@ from elowen.core.store import Store, utc_iso
 
 from ..auth import Access, issue_token
 
-__all__ = ["UserExists", "UserNotFound", "UserService"]
+__all__ = ["LastAdmin", "UserExists", "UserNotFound", "UserService"]
 
 _COLUMNS = "id, name, role, allowed_execs, tool_grants, created_at"
 
@@ -21,6 +21,10 @@ class UserNotFound(LookupError):
 
 class UserExists(ValueError):
     """A user of that name already exists."""
+
+
+class LastAdmin(Exception):
+    """The change would leave no admin."""
 
 
 def _record(row: dict[str, Any], projects: list[int]) -> dict[str, Any]:
@@ -122,6 +126,40 @@ class UserService:
         """
         self.get(user_id)
         return issue_token(self.store, user_id)
+
+    def revoke_tokens(self, user_id: int) -> int:
+        """Delete every full-scope token of the user (agent tokens of its tasks stay valid);
+        returns how many.
+
+        Raises:
+            UserNotFound.
+        """
+        with self.store.transaction():
+            self.get(user_id)
+            return self.store.execute("DELETE FROM tokens WHERE user_id = ? AND scope = 'full'", (user_id,))
+
+    def delete(self, user_id: int) -> int:
+        """Delete the user and its full tokens; returns how many tokens were revoked.
+
+        Its tasks stay, with ``owner_id`` set to ``null``; agent tokens of those tasks stay
+        valid (detached from the user) so running agents can still report and close;
+        memberships go.
+
+        Raises:
+            UserNotFound.
+            LastAdmin: the user is the only admin.
+        """
+        with self.store.transaction():
+            user = self.get(user_id)
+            if user["role"] == "admin":
+                row = self.store.query_one("SELECT count(*) AS n FROM users WHERE role = 'admin'")
+                if row is not None and row["n"] <= 1:
+                    raise LastAdmin("cannot delete the last admin")
+            revoked = self.store.execute("DELETE FROM tokens WHERE user_id = ? AND scope = 'full'", (user_id,))
+            self.store.execute("UPDATE tokens SET user_id = NULL WHERE user_id = ? AND scope = 'agent'", (user_id,))
+            self.store.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        self.access.invalidate(user_id)
+        return revoked
 
     def add_project(self, user_id: int, project_id: int) -> dict[str, Any]:
         """Let the user see and act on a project (idempotent).

@@ -142,11 +142,14 @@ async def events() -> Response:
 @bp.get("/chat/view")
 @login_required
 async def chat_view() -> str:
-    """The dock's conversation (the brain's active one: pointer-based)."""
+    """The dock's conversation (the brain's active one: pointer-based). With none yet (404
+    ``no_active_conversation``) the dock shows an empty one; the first turn creates it."""
     reply = await api("GET", "/brain/active")
-    approvals = await api("GET", "/brain/approvals") if reply.ok else None
+    none_yet = reply.status == 404 and isinstance(reply.body, dict) and (reply.body.get("error") or {}).get("code") == "no_active_conversation"
+    view = reply.body if reply.ok else {"conversation": {"id": ""}, "messages": []} if none_yet else None
+    approvals = await api("GET", "/brain/approvals") if view is not None else None
     return await render_template(
-        "partials/chat.html", chat_missing=not reply.ok, view=reply.body if reply.ok else None,
+        "partials/chat.html", chat_missing=view is None, view=view,
         approvals=approvals.items() if approvals else [],
     )
 

@@ -1,0 +1,109 @@
+"""Bad and out-of-range ids on the overseer routes, against the real daemon over HTTP (a
+member of one project, as the review found): every one answers a 4xx with the error shape
+``{"error": {"code", "message"}}``, never a 500 (SQLite cannot bind integers above
+2**63-1; binding one used to raise ``OverflowError``)."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import tomli_w
+
+from elowen_builtins.overseer.ids import MAX_ID, parse_id
+from tests.daemon.conftest import DaemonProc, start_daemon
+
+BAD = ["abc", "-1", "0", "99999999999999999999999", str(2**63), "%C2%B2", "1.5"]
+BAD_BODY: list[object] = ["abc", -1, 0, 99999999999999999999999, 2**63, 1.5, True, None, "7"]
+
+
+def test_parse_id_bounds() -> None:
+    assert parse_id("1") == 1
+    assert parse_id(str(MAX_ID)) == MAX_ID
+    assert parse_id(MAX_ID) == MAX_ID
+    for value in [*BAD, "²", " 1", "+1", "", *BAD_BODY]:
+        if value != "7":
+            assert parse_id(value) is None, value
+
+
+@pytest.fixture(scope="module")
+def member(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DaemonProc, httpx.Client, int]]:
+    root = tmp_path_factory.mktemp("overseer-ids")
+    project = root / "proj"
+    project.mkdir()
+    home = root / "home"
+    home.mkdir()
+    sock = f"elowen-test-{uuid.uuid4().hex[:8]}"
+    (home / "config.toml").write_text(tomli_w.dumps({"plugins": {"tmux": {"config": {"socket": sock}}}}))
+    daemon = start_daemon(home)
+    try:
+        with daemon.admin() as admin:
+            pid = admin.post("/projects", json={"name": "proj", "path": str(project)}).json()["id"]
+            user = admin.post("/users", json={"name": "mia", "role": "member"}).json()
+            admin.post(f"/users/{user['user']['id']}/projects", json={"project_id": pid}).raise_for_status()
+        with daemon.client(user["token"]) as client:
+            mission = client.post("/missions", json={"name": "m", "level": "L1", "project_id": pid})
+            assert mission.status_code == 201, mission.text
+            yield daemon, client, mission.json()["id"]
+    finally:
+        daemon.stop()
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True, check=False)
+
+
+def _check(resp: httpx.Response, expected: int) -> None:
+    assert resp.status_code == expected, (resp.request.method, resp.request.url, resp.status_code, resp.text)
+    error = resp.json()["error"]
+    assert isinstance(error["code"], str) and error["code"]
+    assert isinstance(error["message"], str) and error["message"]
+
+
+@pytest.mark.slow
+def test_bad_path_ids_are_404(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    daemon, client, mid = member
+    for bad in BAD:
+        calls = [
+            ("GET", f"/asks/{bad}", None),
+            ("GET", f"/missions/{bad}", None),
+            ("PATCH", f"/missions/{bad}", {"name": "x"}),
+            ("POST", f"/missions/{bad}/engage", {}),
+            ("POST", f"/missions/{bad}/pause", {}),
+            ("POST", f"/missions/{bad}/tasks", {"task_ids": [1]}),
+            ("DELETE", f"/missions/{mid}/tasks/{bad}", None),
+            ("DELETE", f"/missions/{bad}/tasks/1", None),
+            ("POST", f"/escalations/{bad}", {"action": "approve"}),
+        ]
+        for method, path, body in calls:
+            _check(client.request(method, path, json=body), 404)
+    assert "OverflowError" not in daemon.log_path.read_text()
+
+
+@pytest.mark.slow
+def test_bad_body_ids_are_422(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    daemon, client, mid = member
+    for bad in BAD_BODY:
+        if bad is None:
+            continue
+        _check(client.post(f"/missions/{mid}/tasks", json={"task_ids": [bad]}), 422)
+        _check(client.post("/missions", json={"name": "n", "task_ids": [bad], "project_id": 1}), 422)
+        _check(client.post("/missions", json={"name": "n", "project_id": bad}), 422)
+        _check(client.post("/asks", json={"question": "q?", "task_id": bad}), 422)
+    _check(client.patch(f"/missions/{mid}", json={"max_sessions": 99999999999999999999999}), 422)
+    _check(client.post("/missions", json={"name": "n", "project_id": 1, "max_sessions": 2**70}), 422)
+    with daemon.admin() as admin:
+        for bad in ("abc", "-1", "0", "99999999999999999999999"):
+            resp = admin.get("/overseer/poll", params={"mission": bad, "wait": "0"})
+            assert resp.status_code in (409, 422), resp.text
+        _check(admin.post("/overseer/decide", json={"mission": 1, "id": 99999999999999999999999, "action": "approve"}), 422)
+    assert "OverflowError" not in daemon.log_path.read_text()
+
+
+@pytest.mark.slow
+def test_good_ids_still_work(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    _, client, mid = member
+    assert client.get(f"/missions/{mid}").json()["id"] == mid
+    _check(client.get(f"/missions/{mid + 1000}"), 404)
+    _check(client.get(f"/asks/{MAX_ID}"), 404)
+    _check(client.post(f"/escalations/{MAX_ID}", json={"action": "approve"}), 404)
