@@ -257,6 +257,9 @@ class Client:
     def patch(self, path: str, body: Any) -> Any:
         return self.request("PATCH", path, body=body)
 
+    def delete(self, path: str, **query: Any) -> Any:
+        return self.request("DELETE", path, query=query)
+
     def health(self, timeout: float = 1.0) -> dict[str, Any] | None:
         """``GET /health`` with a short timeout; ``None`` if nothing (healthy) answers."""
         try:

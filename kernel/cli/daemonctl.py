@@ -27,7 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .client import Client
+from urllib.parse import urlsplit
+
+from .client import ApiError, Client, Unreachable
 from .config import Config
 from .errors import ControlError
 
@@ -35,9 +37,13 @@ __all__ = [
     "DAEMON",
     "SERVICES",
     "ControlError",
+    "Probe",
     "Service",
     "Status",
+    "describe_exit",
+    "exit_status",
     "is_alive",
+    "probe",
     "read_pid_file",
     "run_foreground",
     "start",
@@ -59,11 +65,21 @@ class Service:
         name: short name, used for messages and file names (``daemon``).
         module: what ``python -m`` runs (``elowen.daemon``).
         url: the service's base URL for a given config (it answers ``GET /health``).
+        identified: its ``/health`` names the service and the home it serves
+            (``{"service": name, "home": <id>}``), so another home's instance or a foreign
+            server on the port is told apart from this home's.
+        label: how messages name it (default ``name``).
     """
 
     name: str
     module: str
     url: Callable[[Config], str]
+    identified: bool = False
+    label: str = ""
+
+    @property
+    def title(self) -> str:
+        return self.label or _LABELS.get(self.name, self.name)
 
     def pid_file(self, cfg: Config) -> Path:
         return cfg.home / f"{self.name}.pid"
@@ -75,19 +91,25 @@ class Service:
         return cfg.home / "logs" / f"{self.name}.out"
 
     def health(self, cfg: Config, timeout: float = 1.0) -> dict[str, Any] | None:
-        """The service's ``/health`` body, or ``None`` if it does not answer."""
-        return Client(self.url(cfg), lambda: None).health(timeout)
+        """This home's service's ``/health`` body, or ``None`` if it does not answer (or
+        something else answers: see :func:`probe`)."""
+        found = probe(self, cfg, timeout)
+        return found.health if found.kind == "ours" else None
 
 
-DAEMON = Service("daemon", "elowen.daemon", lambda cfg: cfg.url)
+_LABELS = {"web": "web front end"}
+
+DAEMON = Service("daemon", "elowen.daemon", lambda cfg: cfg.url, identified=True)
 SERVICES: tuple[Service, ...] = (DAEMON,)
 """What ``elowen up`` starts (in order) and ``elowen down`` stops (in reverse order)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Status:
-    """What is known about a service: ``running`` (its ``/health`` answers), ``pid`` (from
-    ``/health`` or the pid file), ``version``, ``url``, ``log`` (path)."""
+    """What is known about a service: ``running`` (this home's service answers ``/health``),
+    ``pid`` (from ``/health`` or the pid file), ``version``, ``url``, ``log`` (path), and
+    ``conflict``: why the port is unusable when something else answers there (another
+    Elowen home's daemon, or a server that is not Elowen), else ``None``."""
 
     name: str
     running: bool
@@ -95,9 +117,65 @@ class Status:
     version: str | None
     url: str
     log: str
+    conflict: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "running": self.running, "pid": self.pid, "version": self.version, "url": self.url, "log": self.log}
+        return {"name": self.name, "running": self.running, "pid": self.pid, "version": self.version, "url": self.url,
+                "log": self.log, "conflict": self.conflict}
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What answers a service's ``GET /health``.
+
+    Attributes:
+        kind: ``none`` (nothing answers), ``ours`` (this home's service), ``other`` (the
+            same service of another Elowen home), ``foreign`` (something that is not it).
+        health: the ``/health`` body for ``ours`` and ``other``.
+        conflict: for ``other`` and ``foreign``, the message to show.
+    """
+
+    kind: str
+    health: dict[str, Any] | None = None
+    conflict: str | None = None
+
+
+def _port(url: str) -> int:
+    parts = urlsplit(url)
+    return parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def probe(service: Service, cfg: Config, timeout: float = 1.0) -> Probe:
+    """Ask ``GET /health`` at the service's URL and tell who answers (see :class:`Probe`).
+
+    The daemon's ``/health`` carries ``service: "daemon"`` and ``home``, a short hash of its
+    ``ELOWEN_HOME`` (:func:`elowen.daemon.identity.home_id`), compared with this home's.
+    """
+    url = service.url(cfg)
+    port = _port(url)
+    try:
+        body = Client(url, lambda: None).request("GET", "/health", auth=False, timeout=timeout)
+    except Unreachable:
+        return Probe("none")
+    except ApiError as exc:
+        return Probe("foreign", conflict=f"port {port} is used by something that is not Elowen ({exc.message}); "
+                                         "stop it, or choose another port (ELOWEN_PORT)")
+    if not isinstance(body, dict) or body.get("status") != "ok" or "pid" not in body:
+        return Probe("foreign", conflict=f"port {port} is used by something that is not Elowen (its /health at {url} "
+                                         "is not Elowen's); stop it, or choose another port (ELOWEN_PORT)")
+    if not service.identified:
+        return Probe("ours", body)
+    if body.get("service") != service.name or not isinstance(body.get("home"), str):
+        return Probe("foreign", conflict=f"port {port} is used by something that is not the Elowen {service.title} "
+                                         f"(pid {body.get('pid')}); stop it, or choose another port (ELOWEN_PORT)")
+    from elowen.daemon.identity import home_id  # stdlib only; off the CLI's start-up path
+
+    if body["home"] != home_id(cfg.home):
+        return Probe("other", body, conflict=(
+            f"port {port} is used by another Elowen instance (home {body['home']}, pid {body.get('pid')}); "
+            f"this home ({cfg.home}) is {home_id(cfg.home)}: stop that daemon, or give this home another port (ELOWEN_PORT)"
+        ))
+    return Probe("ours", body)
 
 
 # ---------------------------------------------------------------------- processes
@@ -157,7 +235,8 @@ def _log_tail(path: Path, since: int = 0, lines: int = 15) -> str:
 
 def status(service: Service, cfg: Config) -> Status:
     """Ask the service's ``/health``; fall back to its pid file for the pid."""
-    health = service.health(cfg)
+    found = probe(service, cfg)
+    health = found.health if found.kind == "ours" else None
     pid = health.get("pid") if health else None
     if pid is None:
         info = read_pid_file(service.pid_file(cfg))
@@ -169,6 +248,7 @@ def status(service: Service, cfg: Config) -> Status:
         version=str(health.get("version")) if health and health.get("version") else None,
         url=service.url(cfg),
         log=str(service.log_file(cfg)),
+        conflict=found.conflict,
     )
 
 
@@ -178,12 +258,15 @@ def start(service: Service, cfg: Config, *, timeout: float = START_TIMEOUT, prog
     Returns its status. ``progress`` receives one line before waiting and one when ready.
 
     Raises:
-        ControlError: the process exited early or did not answer within ``timeout`` seconds
-            (the message carries the end of its log).
+        ControlError: something else answers at the service's address (another home's
+            instance, a server that is not Elowen), or the process exited early or did not
+            answer within ``timeout`` seconds (the message carries the end of its log).
     """
     current = status(service, cfg)
     if current.running:
         return current
+    if current.conflict:
+        raise ControlError(current.conflict)
     log_path = service.output_file(cfg)
     log_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if progress:
@@ -234,7 +317,7 @@ def stop(service: Service, cfg: Config, *, timeout: float = STOP_TIMEOUT, force:
     pid_path = service.pid_file(cfg)
     info = read_pid_file(pid_path)
     if info is None or not is_alive(info["pid"]):
-        if service.health(cfg) is not None:
+        if probe(service, cfg).kind == "ours":
             raise ControlError(f"a {service.name} answers at {service.url(cfg)} but {pid_path} names no live process; stop it by hand")
         return None
     pid = info["pid"]
@@ -262,10 +345,25 @@ def _wait_exit(pid: int, timeout: float) -> bool:
     return not is_alive(pid)
 
 
-def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
+def describe_exit(returncode: int) -> str:
+    """``signal 9`` for a process killed by a signal (negative ``returncode``), else
+    ``status N``."""
+    return f"signal {-returncode}" if returncode < 0 else f"status {returncode}"
+
+
+def exit_status(returncode: int) -> int:
+    """The shell convention for a child's return code: ``128 + N`` when killed by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_foreground(services: tuple[Service, ...], cfg: Config, *, notify: Callable[[str], None] | None = None) -> int:
     """Run ``services`` attached to this terminal (their output on it) until one exits, or
     until Ctrl-C / SIGTERM reaches this process; returns the exit status of the first service
-    that exited (after Ctrl-C: of the first service, 0 when it shut down cleanly).
+    that exited (``128 + N`` when signal N killed it; after Ctrl-C: of the first service, 0
+    when it shut down cleanly).
+
+    When a service exits on its own, ``notify`` gets one line saying which, how, and what is
+    stopped because of it (``the daemon exited (signal 9); stopping the web front end``).
 
     The services run in their own process group, so a terminal's Ctrl-C reaches only this
     process, which then sends each service exactly one SIGTERM (a second signal would make the
@@ -278,6 +376,8 @@ def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
         current = status(service, cfg)
         if current.running:
             raise ControlError(f"the {service.name} is already running (pid {current.pid}) at {current.url}; `elowen down` first")
+        if current.conflict:
+            raise ControlError(current.conflict)
     env = dict(os.environ, ELOWEN_HOME=str(cfg.home))
     procs: list[subprocess.Popen[bytes]] = []
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -285,9 +385,14 @@ def run_foreground(services: tuple[Service, ...], cfg: Config) -> int:
         for service in services:
             procs.append(subprocess.Popen([sys.executable, "-m", service.module], env=env, start_new_session=True))
         while True:
-            done = [p for p in procs if p.poll() is not None]
+            done = [(service, p) for service, p in zip(services, procs) if p.poll() is not None]
             if done:
-                return done[0].returncode
+                service, proc = done[0]
+                others = [s.title for s, p in zip(services, procs) if p.poll() is None]
+                if notify is not None:
+                    then = f"; stopping the {' and the '.join(others)}" if others else ""
+                    notify(f"elowen: the {service.title} exited ({describe_exit(proc.returncode)}){then}")
+                return exit_status(proc.returncode)
             time.sleep(0.2)
     except KeyboardInterrupt:
         _terminate(procs)

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from .app import App
+from .app import ID, App
 from .client import Event
 from .output import note
 
@@ -26,11 +26,11 @@ def format_event(event: Event, as_json: bool) -> str:
 
 @click.command()
 @click.option("--types", default=None, help="Comma-separated event types; a trailing * matches a prefix (task.*,signal).")
-@click.option("--project", default=None, help="Only events of this project id.")
+@click.option("--project", type=ID, default=None, help="Only events of this project id.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (JSON Lines).")
 @click.option("--last-event-id", default=None, help="Replay the events after this id first.")
 @click.pass_obj
-def events(app: App, types: str | None, project: str | None, as_json: bool, last_event_id: str | None) -> None:
+def events(app: App, types: str | None, project: int | None, as_json: bool, last_event_id: str | None) -> None:
     """Follow the event stream until Ctrl-C; reconnects and resumes after a dropped connection."""
 
     def dropped(reason: str, delay: float) -> None:

@@ -1,4 +1,4 @@
-"""``elowen project add|list``."""
+"""``elowen project add|list|remove``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .app import App
+from .app import ID, App
 from .output import echo_json, table
 
 __all__ = ["project"]
@@ -41,3 +41,18 @@ def project_list(app: App, as_json: bool) -> None:
         echo_json(items)
     else:
         table(items, [("ID", "id"), ("NAME", "name"), ("PATH", "path")], empty="(no projects)")
+
+
+@project.command("remove")
+@click.argument("project_id", metavar="ID", type=ID)
+@click.option("--force", is_flag=True, help="Also delete its open, in-progress and blocked tasks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer as JSON.")
+@click.pass_obj
+def project_remove(app: App, project_id: int, force: bool, as_json: bool) -> None:
+    """Delete project ID and its tasks (admin). Refused while it has unfinished tasks, unless
+    --force. The folder on disk is not touched."""
+    result = app.api.delete(f"/projects/{project_id}", force="true" if force else None)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(f"removed project {project_id} ({result.get('tasks_deleted', 0)} task(s) deleted)")

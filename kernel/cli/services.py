@@ -1,7 +1,15 @@
-"""``elowen daemon start|stop|status|logs``, ``elowen web [start|stop|status|logs]`` and
-``elowen up`` / ``elowen down`` (the daemon, then the web front end)."""
+"""``elowen daemon start|stop|status|logs|reset-admin-token``, ``elowen web
+[start|stop|status|logs]`` and ``elowen up`` / ``elowen down`` (the daemon, then the web front
+end).
+
+Exit statuses: a service that cannot be started (its port is used by another Elowen home's
+daemon or by something that is not Elowen, a second instance, a crash while starting) is 3,
+like a daemon that cannot be reached; a failed stop is 1."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import click
 
@@ -19,18 +27,22 @@ __all__ = ["daemon", "down", "up", "web"]
 ALL: tuple[Service, ...] = (*SERVICES, WEB)
 
 
+#: Exit status when a service cannot be started (docs/cli.md, "Exit statuses").
+START_FAILED = 3
+
+
 def _start(app: App, services: tuple[Service, ...], foreground: bool) -> None:
     if foreground:
         try:
-            code = daemonctl.run_foreground(services, app.cfg)
+            code = daemonctl.run_foreground(services, app.cfg, notify=note)
         except ControlError as exc:
-            raise Failure(str(exc), 1) from None
+            raise Failure(str(exc), START_FAILED) from None
         raise SystemExit(code)
     for service in services:
         try:
             st = daemonctl.start(service, app.cfg, progress=note)
         except ControlError as exc:
-            raise Failure(str(exc), 1) from None
+            raise Failure(str(exc), START_FAILED) from None
         click.echo(f"{service.name}: running (pid {st.pid}) at {st.url}")
 
 
@@ -75,6 +87,8 @@ def daemon_status(app: App, as_json: bool) -> None:
         echo_json(st.to_dict())
     elif st.running:
         click.echo(f"daemon: running (pid {st.pid}, version {st.version or '?'}) at {st.url}")
+    elif st.conflict:
+        click.echo(f"daemon: not running at {st.url}: {st.conflict}")
     else:
         pid_note = f" (pid {st.pid} exists but does not answer)" if st.pid else ""
         click.echo(f"daemon: not running at {st.url}{pid_note}; log: {st.log}")
@@ -93,6 +107,31 @@ def daemon_logs(app: App, follow: bool, lines: int) -> None:
         daemonctl.tail(path, lines, follow=follow, write=click.echo)
     except FileNotFoundError:
         raise Failure(f"no log file at {path} (the daemon was never started detached from this home)", 1) from None
+
+
+@daemon.command("reset-admin-token")
+@click.option("--user", "user_name", default=None, help="The admin to issue the token for [default: 'admin', else the first admin].")
+@click.option("--keep-old", is_flag=True, help="Keep that admin's other tokens (default: revoke them).")
+@click.pass_obj
+def daemon_reset_admin_token(app: App, user_name: str | None, keep_old: bool) -> None:
+    """Issue a new admin token straight in $ELOWEN_HOME's database (no API, no token needed;
+    for a lost admin.token) and write it to $ELOWEN_HOME/admin.token (mode 0600).
+
+    Needs read and write access to $ELOWEN_HOME; works whether the daemon runs or not.
+    """
+    from elowen.daemon.recovery import RecoveryError, reset_admin_token  # heavy: only here
+
+    try:
+        db = os.environ.get("ELOWEN_DB") or None
+        result = reset_admin_token(app.cfg.home, Path(db).expanduser() if db else None, user=user_name, keep_old=keep_old)
+    except RecoveryError as exc:
+        raise Failure(str(exc), 1) from None
+    except OSError as exc:
+        raise Failure(f"cannot use {app.cfg.home}: {exc.strerror or exc} (run this as the user who owns ELOWEN_HOME)", 1) from None
+    revoked = f"; revoked {result.revoked} older token(s)" if result.revoked else ""
+    click.echo(f"wrote a new token for admin {result.name!r} to {result.path}{revoked}")
+    if app.cfg.explicit_token:
+        note("note: ELOWEN_TOKEN is set and wins over the token file; unset it to use the new token")
 
 
 @click.command()

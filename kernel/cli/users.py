@@ -1,4 +1,4 @@
-"""``elowen user add|list|grant`` (admin)."""
+"""``elowen user add|list|grant|revoke|remove`` (admin)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .app import App, Failure, json_id
+from .app import ID, App, Failure
 from .output import echo_json, note, table
 
 __all__ = ["user"]
@@ -62,18 +62,18 @@ def user_list(app: App, as_json: bool) -> None:
 
 @user.command("grant")
 @click.argument("name")
-@click.option("--project", "projects", multiple=True, help="A project id the user may see and act on (repeatable).")
+@click.option("--project", "projects", type=ID, multiple=True, help="A project id the user may see and act on (repeatable).")
 @click.option("--exec", "execs", multiple=True, help="An executor spec the user may run (repeatable).")
 @click.option("--tool", "tools", multiple=True, help="A tool the user may call (repeatable).")
 @click.pass_obj
-def user_grant(app: App, name: str, projects: tuple[str, ...], execs: tuple[str, ...], tools: tuple[str, ...]) -> None:
+def user_grant(app: App, name: str, projects: tuple[int, ...], execs: tuple[str, ...], tools: tuple[str, ...]) -> None:
     """Give user NAME access to a project, an executor or a tool."""
     if not (projects or execs or tools):
         raise click.UsageError("give at least one of --project, --exec, --tool")
     record = _find(app, name)
     path = f"/users/{app.api.segment(record['id'])}"
     for project_id in projects:
-        app.api.post(f"{path}/projects", {"project_id": json_id(project_id)})
+        app.api.post(f"{path}/projects", {"project_id": project_id})
         click.echo(f"{name}: may use project {project_id}")
     patch: dict[str, Any] = {}
     if execs and record.get("allowed_execs") is None:
@@ -87,6 +87,37 @@ def user_grant(app: App, name: str, projects: tuple[str, ...], execs: tuple[str,
         for key, added in (("allowed_execs", execs), ("tool_grants", tools)):
             if added:
                 click.echo(f"{name}: {key} now {', '.join(patch[key])}")
+
+
+@user.command("revoke")
+@click.argument("name")
+@click.pass_obj
+def user_revoke(app: App, name: str) -> None:
+    """Revoke every token of user NAME (issue a new one with `elowen user token NAME`)."""
+    record = _find(app, name)
+    result = app.api.delete(f"/users/{app.api.segment(record['id'])}/tokens")
+    click.echo(f"{name}: revoked {result.get('revoked', 0)} token(s)")
+
+
+@user.command("token")
+@click.argument("name")
+@click.pass_obj
+def user_token(app: App, name: str) -> None:
+    """Issue a new token for user NAME and print it, once."""
+    record = _find(app, name)
+    result = app.api.post(f"/users/{app.api.segment(record['id'])}/tokens")
+    click.echo(f"token: {result.get('token')}")
+    note("warning: this token is shown only once; store it now (e.g. in a password manager).")
+
+
+@user.command("remove")
+@click.argument("name")
+@click.pass_obj
+def user_remove(app: App, name: str) -> None:
+    """Delete user NAME and revoke its tokens; its tasks stay, without an owner."""
+    record = _find(app, name)
+    result = app.api.delete(f"/users/{app.api.segment(record['id'])}")
+    click.echo(f"removed user {name} ({result.get('tokens_revoked', 0)} token(s) revoked)")
 
 
 def _execs(record: dict[str, Any]) -> Any:

@@ -98,8 +98,8 @@ class Kernel:
     ) -> None:
         """Run the kernel's tasks until cancelled: the audit writer, the reconciler (which
         discovers and enables plugins — before this reports started when ``wait_plugins``;
-        otherwise in the background, ``registry.ready`` is set when done) and the settings
-        watcher."""
+        otherwise once the host calls ``registry.start_loading()``, and ``registry.ready`` is
+        set when done) and the settings watcher."""
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope

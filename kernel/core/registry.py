@@ -198,6 +198,7 @@ class Registry:
         self.ready = trio.Event()
         """Set once the first discovery and reconcile have finished (every plugin that should
         be enabled at start-up is enabled or in ``error``)."""
+        self._go = trio.Event()
 
     # ------------------------------------------------------------------ reading
 
@@ -323,6 +324,10 @@ class Registry:
 
     # ------------------------------------------------------------------ requests
 
+    def start_loading(self) -> None:
+        """Let a registry run with ``wait_ready=False`` discover and enable plugins now."""
+        self._go.set()
+
     async def enable(self, name: str) -> dict[str, Any]:
         """Enable ``name`` now (desired state written to settings) and return its record.
 
@@ -419,12 +424,15 @@ class Registry:
         """The reconciler task. Hosts every plugin's nursery; discovers and reconciles once,
         then applies each request in order (coalescing requests that arrive together).
 
-        ``wait_ready``: report started only after the first reconcile (else at once, so a host
-        can serve while plugins load; :attr:`ready` tells when they have)."""
+        ``wait_ready``: report started only after the first reconcile. Otherwise report started
+        at once and load plugins only once the host calls :meth:`start_loading` (a daemon
+        first starts serving: importing plugins holds the trio thread); :attr:`ready` tells
+        when they are loaded."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             if not wait_ready:
                 task_status.started()
+                await self._go.wait()
             self._last_new = self.discover()
             await self._reconcile()
             self.ready.set()
@@ -463,6 +471,7 @@ class Registry:
                 rec.error_key = self._key(rec)
         self._pending_failures.clear()
         for name in sorted(self._records):
+            await trio.sleep(0)  # let requests in between plugins (imports hold the thread)
             rec = self._records[name]
             desired = self._desired(rec)
             if rec.state == "enabled":
@@ -520,7 +529,9 @@ class Registry:
             return
         if rec.module is None:
             try:
-                rec.module = rec.source.loader()
+                # import in a worker thread: a slow import must not hold the trio thread (the
+                # daemon serves requests meanwhile); the import lock keeps it safe
+                rec.module = await trio.to_thread.run_sync(rec.source.loader)
             except BaseException as exc:  # an import can raise anything, SystemExit included
                 if isinstance(exc, (KeyboardInterrupt, trio.Cancelled)):
                     raise

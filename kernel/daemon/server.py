@@ -253,6 +253,7 @@ async def serve(
                     nursery.start_soon(_prune_events, kernel)
                     nursery.start_soon(drain)
                     await nursery.start(run_http)
+                    kernel.registry.start_loading()  # plugins load while requests are served
                     _write_pid(home, host, real_port)
                     log.info(
                         "Elowen daemon %d listening on http://%s:%d (home %s), ready in %.0f ms",
