@@ -8,14 +8,14 @@ Public API (re-exported here)::
         relay.providers() -> list[dict]
     add_provider(settings, name, kind, base_url, api_key_env=None, ...)
     remove_provider(settings, name)
-    list_providers(settings) -> list[dict]
+    list_providers(settings, include_builtin=False) -> list[dict]
 
 See ``docs/inference.md``.
 """
 
 from __future__ import annotations
 
-from .config import KINDS, ProviderConfig, add_provider, list_providers, remove_provider, split_spec
+from .config import BUILTIN_LOCAL, KINDS, ProviderConfig, add_provider, list_providers, remove_provider, split_spec
 from .errors import (
     BadResponse,
     InferenceError,
@@ -31,6 +31,7 @@ from .types import ChatRequest, ChatResult, Delta, Message, ToolCall, ToolSpec, 
 from .usage import SCHEMA_PATH, UsageLog
 
 __all__ = [
+    "BUILTIN_LOCAL",
     "KINDS",
     "SCHEMA_PATH",
     "BadResponse",

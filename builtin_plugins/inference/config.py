@@ -32,6 +32,7 @@ import httpx
 from .errors import ProviderConfigError, UnknownProvider
 
 __all__ = [
+    "BUILTIN_LOCAL",
     "KINDS",
     "ProviderConfig",
     "add_provider",
@@ -44,6 +45,8 @@ __all__ = [
 
 Kind = Literal["openai", "anthropic", "local"]
 KINDS: tuple[str, ...] = ("openai", "anthropic", "local")
+BUILTIN_LOCAL = "local"
+"""The name the embedded model answers to when no provider has taken it."""
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
@@ -297,18 +300,26 @@ def remove_provider(settings: Any, name: str) -> None:
     settings.update(mutate)
 
 
-def list_providers(settings: Any) -> list[dict[str, Any]]:
+def list_providers(settings: Any, *, include_builtin: bool = False) -> list[dict[str, Any]]:
     """Every configured provider, sorted by name, as JSON-ready dicts::
 
         {"name", "kind", "base_url", "api_key_env", "api_key_file", "key_present": bool,
-         "timeout", "max_retries", "error": None | str}
+         "timeout", "max_retries", "error": None | str, "source": "settings" | "builtin"}
 
     ``settings`` is the kernel's Settings (its current snapshot is read; nothing is written).
     An invalid table is listed with its ``error`` instead of raising. The key's value is never
-    included, only whether it is present.
+    included, only whether it is present. With ``include_builtin``, the embedded model is
+    listed too as ``local`` (``source: "builtin"``) unless a provider already has that name —
+    the relay always offers it (see ``Relay.providers``).
     """
     out: list[dict[str, Any]] = []
-    for name, table in sorted(provider_tables(settings.data).items()):
+    tables = provider_tables(settings.data)
+    if include_builtin and BUILTIN_LOCAL not in tables:
+        out.append({
+            "name": BUILTIN_LOCAL, "kind": "local", "base_url": "", "api_key_env": None, "api_key_file": None,
+            "key_present": False, "timeout": None, "max_retries": 0, "error": None, "source": "builtin",
+        })
+    for name, table in sorted(tables.items()):
         raw = table if isinstance(table, Mapping) else {}
         row: dict[str, Any] = {
             "name": name,
@@ -320,6 +331,7 @@ def list_providers(settings: Any) -> list[dict[str, Any]]:
             "timeout": raw.get("timeout", 60.0),
             "max_retries": raw.get("max_retries", 2),
             "error": None,
+            "source": "settings",
         }
         try:
             cfg = parse_provider(name, table)
@@ -331,4 +343,4 @@ def list_providers(settings: Any) -> list[dict[str, Any]]:
             except ProviderConfigError:
                 row["key_present"] = False
         out.append(row)
-    return out
+    return sorted(out, key=lambda r: r["name"])

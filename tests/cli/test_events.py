@@ -100,7 +100,9 @@ def test_events_print_a_task_created_by_another_process_and_stop_on_ctrl_c(daemo
 
 def test_events_resume_after_the_daemon_restarts(home: Home, tmp_path: Any) -> None:
     home.ok("daemon", "start")
-    project = home.json("project", "add", "p", str(tmp_path))
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    project = home.json("project", "add", "p", str(folder))
     # replay from the start, so events published before it subscribed are not missed
     follower = Follower(home, "--json", "--types", "task.*", "--last-event-id", "0")
     try:

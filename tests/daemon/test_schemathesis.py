@@ -1,7 +1,10 @@
 """Property-based API test driven by the daemon's own /openapi.json (schemathesis): no
 generated request, valid or not, gets a 5xx, and every error has the error shape.
 
-``GET /events`` is left out here (a stream never ends; it has its own tests)."""
+``GET /events`` is left out here (a stream never ends; it has its own tests). Plugin routes
+(``x-elowen-plugin`` in /openapi.json) are left out too: their bodies are opaque to the
+daemon's document and each plugin tests its own routes; the daemon here runs without plugins,
+and the skip keeps it so if that changes."""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ def test_generated_requests_never_get_a_server_error(tmp_path: Path) -> None:
         operations = [r.ok() for r in schema.get_all_operations()]
         assert len(operations) >= 25
         for operation in operations:
-            if operation.path == "/events":
+            if operation.path == "/events" or "x-elowen-plugin" in operation.definition.raw:
                 continue
 
             @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,

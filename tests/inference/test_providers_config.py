@@ -46,11 +46,16 @@ def test_add_list_remove_round_trip(settings: Settings, monkeypatch: pytest.Monk
     ]
     assert "sk-ant-secret-value" not in repr(rows) and "sk-ant-secret-value" not in settings.path.read_text()
 
+    with_builtin = list_providers(settings, include_builtin=True)
+    assert [(r["name"], r["source"]) for r in with_builtin] == [
+        ("claude", "settings"), ("local", "builtin"), ("ollama", "settings"), ("tiny", "settings"),
+    ]
     remove_provider(settings, "ollama")
     assert [r["name"] for r in list_providers(settings)] == ["claude", "tiny"]
     remove_provider(settings, "claude")
     remove_provider(settings, "tiny")
     assert "inference" not in tomllib.loads(settings.path.read_text())
+    assert list_providers(settings) == [] and [r["name"] for r in list_providers(settings, include_builtin=True)] == ["local"]
     with pytest.raises(UnknownProvider):
         remove_provider(settings, "tiny")
 

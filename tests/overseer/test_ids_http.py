@@ -1,11 +1,14 @@
 """Bad and out-of-range ids on the overseer routes, against the real daemon over HTTP (a
 member of one project, as the review found): every one answers a 4xx with the error shape
 ``{"error": {"code", "message"}}``, never a 500 (SQLite cannot bind integers above
-2**63-1; binding one used to raise ``OverflowError``)."""
+2**63-1; binding one used to raise ``OverflowError``). Also, on the same daemon: ``GET
+/providers`` and ``elowen provider list`` show the embedded ``local`` provider."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -107,3 +110,18 @@ def test_good_ids_still_work(member: tuple[DaemonProc, httpx.Client, int]) -> No
     _check(client.get(f"/missions/{mid + 1000}"), 404)
     _check(client.get(f"/asks/{MAX_ID}"), 404)
     _check(client.post(f"/escalations/{MAX_ID}", json={"action": "approve"}), 404)
+
+
+@pytest.mark.slow
+def test_provider_list_shows_the_builtin_local(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    daemon, _, _ = member
+    with daemon.admin() as admin:
+        items = admin.get("/providers").json()["items"]
+    assert [(p["name"], p["kind"], p["source"]) for p in items] == [("local", "local", "builtin")]
+    env = {**os.environ, "ELOWEN_URL": daemon.url, "ELOWEN_TOKEN": daemon.admin_token, "ELOWEN_HOME": str(daemon.home)}
+    out = subprocess.run([sys.executable, "-c", "from elowen.cli.main import main; main()", "provider", "list"],
+                         capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert "(no providers)" not in out.stdout
+    row = out.stdout.splitlines()[1].split()
+    assert row[:3] == ["local", "local", "built-in"], out.stdout

@@ -1,6 +1,6 @@
 """Login and logout.
 
-The daemon has no passwords: a user logs in with a daemon token (``elowen users create``
+The daemon has no passwords: a user logs in with a daemon token (``elowen user add``
 prints one; the admin's is in ``$ELOWEN_HOME/admin.token``). The token is checked with
 ``GET /users/me`` and kept server-side; the browser gets a session cookie only.
 """
