@@ -29,6 +29,12 @@ log = logging.getLogger(__name__)
 TRUST_SETTLE = 0.15
 """Seconds to wait after moving a trust dialog's cursor before re-capturing it."""
 
+TRUST_RETRY_AFTER = 3.0
+"""A folder-trust dialog is shown once per CLI start: after accepting it, the same dialog seen
+again within this many seconds is the CLI still catching up with our Enter (seen under load with
+Claude Code 2.1.197), not a new one; if it is still there after that, the Enter was lost and it
+is accepted again."""
+
 KEY_GAP = 0.2
 """Seconds between the keys of a multi-key answer: a terminal reads ``Escape`` followed at once
 by another key as one Alt-chord (seen with Kilo 7.7.7: ``Escape Enter`` sent together did not
@@ -78,6 +84,8 @@ class Pane:
     inherited: list[dict[str, Any]] = field(default_factory=list)
     """Open prompt decisions recorded before a restart; the first derive re-links the one
     whose prompt is still on screen and expires the others."""
+    trust_accepted_at: float | None = None
+    """When this pane's trust dialog was last accepted (trio clock)."""
 
 
 class Supervisor:
@@ -189,7 +197,10 @@ class Supervisor:
                 self._relink(pane, inst)
             if inst is not None and inst.decision_id is None and not inst.answered:
                 if c.state == "trust_prompt" and self.auto_trust:
+                    if pane.trust_accepted_at is not None and now - pane.trust_accepted_at < TRUST_RETRY_AFTER:
+                        return c  # still redrawing after our Enter: look again later
                     if await self._accept_trust(pane, inst, c):
+                        pane.trust_accepted_at = trio.current_time()
                         return c
                 created = self._create_decision(pane, inst, c)
             pane.last, pane.last_hash = c, h

@@ -132,13 +132,28 @@ class MissionStore:
         than ``max_sessions`` of its tasks are ``in_progress`` (0 = no limit). The count is
         read from the tasks table, so it is exact across restarts.
         """
-        mission = self.of_task(int(task["id"]))
+        mission = self.of_task(int(task["id"])) or self._from_label(task)
         if mission is None or mission["state"] == "disengaged":
             return True
         if mission["state"] != "active" or mission["level"] == 0:
             return False
         limit = int(mission["max_sessions"])
         return limit == 0 or mission["running"] < limit
+
+    def _from_label(self, task: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A task created with the label ``mission:<id>`` joins that mission the first time the
+        scheduler sees it — so a task is in its mission before it can ever be dispatched
+        (creating it, then adding it with ``POST /missions/{id}/tasks``, leaves a moment in
+        which an L1–L3 scheduler tick could start it)."""
+        for label in task.get("labels") or ():
+            if isinstance(label, str) and label.startswith("mission:") and label[8:].isdigit():
+                try:
+                    self.add_tasks(int(label[8:]), [int(task["id"])])
+                except Exception as exc:  # unknown mission, other project: not a member
+                    log.warning("task %s: label %s not applied: %s", task.get("id"), label, exc)
+                    return None
+                return self.of_task(int(task["id"]))
+        return None
 
     # ------------------------------------------------------------------ writing
 

@@ -128,7 +128,10 @@ class Daemon:
         return self.post("/missions", {"name": f"m-{uuid.uuid4().hex[:6]}", "level": f"L{level}", "project_id": self.project, "engage": True, **extra})
 
     def task(self, mission_id: int | None, description: str, title: str = "e2e task") -> int:
-        task_id = int(self.post("/tasks", {"title": title, "project_id": self.project, "exec": "opencode:fake/fake-model", "description": description})["id"])
+        body = {"title": title, "project_id": self.project, "exec": "opencode:fake/fake-model", "description": description}
+        if mission_id is not None:
+            body["labels"] = [f"mission:{mission_id}"]  # in the mission before any scheduler tick
+        task_id = int(self.post("/tasks", body)["id"])
         if mission_id is not None:
             self.post(f"/missions/{mission_id}/tasks", {"task_ids": [task_id]})
         return task_id

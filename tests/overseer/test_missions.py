@@ -60,3 +60,14 @@ def test_membership_rules(ms: Any) -> None:
         ms.add_tasks(a["id"], [99])
     assert ms.remove_task(a["id"], 1)["task_ids"] == []
     assert ms.of_task(1) is None
+
+
+def test_a_mission_label_joins_the_mission_before_any_dispatch(ms: Any) -> None:
+    mission = ms.create(name="m", level=0, project_id=1, engage=True)
+    # the scheduler sees the task (with its label) before anyone linked it: L0, so no dispatch
+    assert not ms.may_dispatch({"id": 3, "labels": [f"mission:{mission['id']}"]})
+    assert ms.of_task(3)["id"] == mission["id"], "the label made it a member"
+    # a label naming an unknown mission, or one of another project, makes no member
+    assert ms.may_dispatch({"id": 1, "labels": ["mission:999"]})
+    assert ms.may_dispatch({"id": 4, "labels": [f"mission:{mission['id']}"]})
+    assert ms.of_task(4) is None
