@@ -250,14 +250,25 @@ class _Api:
 
     # ---------------------------------------------------------------- escalations
 
+    def _decisions(self) -> Any:
+        """The agents plugin's decisions service; 503 while that plugin is disabled."""
+        try:
+            return self.rt.autopilot.decisions()
+        except LookupError:
+            raise HTTPError(503, "unavailable", "decisions come from the agents plugin, which is disabled; run: elowen plugin enable agents") from None
+
     def list_escalations(self, req: Request) -> dict[str, Any]:
         me = req.principal
         _full(me)
         limit = _limit(req.query)
         after = _after(req.query)
         out: list[dict[str, Any]] = []
+        try:
+            decisions = self.rt.autopilot.decisions()
+        except LookupError:
+            return _page([], limit)  # no agents plugin, no agent decisions to escalate
         while len(out) <= limit:
-            batch = self.rt.autopilot.decisions().list(status="escalated", after=after, limit=500)
+            batch = decisions.list(status="escalated", after=after, limit=500)
             if not batch:
                 break
             out += [inbox_item(d, self.rt.store, self.rt.missions) for d in batch if self._sees_task(me, d.get("task_id"))]
@@ -268,7 +279,7 @@ class _Api:
         me = req.principal
         _full(me)
         decision_id = path_id(req.params["id"], "decision")
-        decision = self.rt.autopilot.decisions().get(decision_id)
+        decision = self._decisions().get(decision_id)
         if decision is None or not self._sees_task(me, decision.get("task_id")):
             raise HTTPError(404, "not_found", f"decision {decision_id} not found")
         if decision["status"] not in ("escalated", "pending"):
@@ -278,7 +289,7 @@ class _Api:
         except ValueError as exc:
             raise HTTPError(422, "validation_error", str(exc)) from None
         try:
-            result = await self.rt.autopilot.decisions().decide(
+            result = await self._decisions().decide(
                 decision_id, action, choice=choice, text=text, rationale=rationale, decided_by=f"user:{me.user_id}",
             )
         except Exception as exc:
@@ -316,7 +327,7 @@ class _Api:
         me = req.principal
         decision_id = path_id(req.params["id"], "ask")
         wait = _wait(req.query)
-        decisions = self.rt.autopilot.decisions()
+        decisions = self._decisions()
         decision = decisions.get(decision_id)
         visible = decision is not None and decision["kind"] == "message" and (
             (me.scope == "agent" and decision.get("task_id") == me.task_id)

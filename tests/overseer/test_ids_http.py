@@ -125,3 +125,19 @@ def test_provider_list_shows_the_builtin_local(member: tuple[DaemonProc, httpx.C
     assert "(no providers)" not in out.stdout
     row = out.stdout.splitlines()[1].split()
     assert row[:3] == ["local", "local", "built-in"], out.stdout
+
+
+def test_escalations_while_the_agents_plugin_is_disabled(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    """Decisions come from the agents plugin: with it off, the inbox is empty (not a 500) and
+    answering is refused with a clear 503."""
+    daemon, client, _ = member
+    with daemon.admin() as admin:
+        assert admin.post("/plugins/agents/disable").status_code == 200
+        try:
+            listed = client.get("/escalations")
+            assert listed.status_code == 200 and listed.json()["items"] == []
+            answered = client.post("/escalations/1", json={"action": "approve"})
+            assert answered.status_code == 503, answered.text
+            assert "elowen plugin enable agents" in answered.json()["error"]["message"]
+        finally:
+            assert admin.post("/plugins/agents/enable").json()["state"] == "enabled"
