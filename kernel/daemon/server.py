@@ -21,7 +21,6 @@ import functools
 import ipaddress
 import json
 import logging
-import logging.handlers
 import os
 import signal
 import socket
@@ -31,6 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import trio
+from elowen.hostlog import setup_logging as _setup_logging
 from elowen_sdk import ElowenError, Service
 
 from elowen.core.kernel import Kernel
@@ -274,22 +274,9 @@ async def serve(
 
 
 def setup_logging(home: Path, level: str = "INFO") -> Path:
-    """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr, ``watchfiles`` at
-    WARNING at least. Returns the log file."""
-    logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = logs / "daemon.log"
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8")
-    file_handler.setFormatter(fmt)
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setFormatter(fmt)
-    root = logging.getLogger()
-    root.handlers[:] = [file_handler, stderr]
-    root.setLevel(level.upper())
-    # hot reload's file watcher logs "N changes detected" at INFO on every save
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)
-    return path
+    """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr; ``watchfiles`` (hot
+    reload's file watcher logs every save at INFO) at WARNING. Returns the log file."""
+    return _setup_logging(home, "daemon", level, quiet=("watchfiles",))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -11,7 +11,6 @@ import errno
 import functools
 import json
 import logging
-import logging.handlers
 import os
 import signal
 import socket
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import trio
 
+from elowen.hostlog import setup_logging as _setup_logging
 from .config import WebConfig, load_web_config
 
 __all__ = ["PID_NAME", "WebError", "main", "serve"]
@@ -141,19 +141,7 @@ async def serve(
 
 def setup_logging(home: Path, level: str = "INFO") -> Path:
     """Log to ``home/logs/web.log`` (rotating, 5 MiB × 3) and stderr. Returns the log file."""
-    logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = logs / "web.log"
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    file_handler = logging.handlers.RotatingFileHandler(path, maxBytes=5 * 1024 * 1024, backupCount=3, encoding="utf-8")
-    file_handler.setFormatter(fmt)
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setFormatter(fmt)
-    root = logging.getLogger()
-    root.handlers[:] = [file_handler, stderr]
-    root.setLevel(level.upper())
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-    return path
+    return _setup_logging(home, "web", level, quiet=("httpx",))
 
 
 def _parser() -> argparse.ArgumentParser:
