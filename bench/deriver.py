@@ -10,7 +10,7 @@ Measured: prompt drawn → decision created (the decision's ``detected_at``), me
 the CPU time of this process (kernel + plugins; tmux's own processes are not counted) over the
 measurement window as a share of one core. Targets: median ≤ 150 ms, p99 ≤ 500 ms, ≤ 15 %.
 
-Usage: ``python bench/deriver.py [--panes 50] [--seconds 60] [--prompt-every 0.5 3] [--print-every 0.02 0.2]``
+Usage: ``python bench/deriver.py [--panes 50] [--seconds 60] [--prompt-every 0.5 3] [--print-every 0.02 0.2] [--profile PATH]``
 (defaults: a prompt every 0.5–3 s per pane and a printed line every 20–200 ms while working —
 a heavy load: ~25 prompts/s and ~450 lines/s over 50 panes).
 """
@@ -73,7 +73,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[k]
 
 
-async def run(panes: int, seconds: float, prompt_every: tuple[float, float] = (0.5, 3.0), print_every: tuple[float, float] = (0.02, 0.2)) -> dict[str, Any]:
+async def run(
+    panes: int, seconds: float, prompt_every: tuple[float, float] = (0.5, 3.0), print_every: tuple[float, float] = (0.02, 0.2), profile: str | None = None
+) -> dict[str, Any]:
     from elowen_sdk import Service
     from elowen_sdk.testing import plugin_kernel
 
@@ -129,12 +131,21 @@ async def run(panes: int, seconds: float, prompt_every: tuple[float, float] = (0
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(approver)
                 start_wall = time.time()
+                spy = None
+                if profile:  # sample this process over the measurement window only
+                    spy = subprocess.Popen(
+                        [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(os.getpid()), "--gil", "--rate", "250",
+                         "--duration", str(max(1, int(seconds))), "--format", "raw", "--output", profile],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    )
                 cpu0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.monotonic()
                 await trio.sleep(seconds)
                 cpu1 = resource.getrusage(resource.RUSAGE_SELF)
                 elapsed = time.monotonic() - t0
                 nursery.cancel_scope.cancel()
+            if spy is not None:
+                await trio.to_thread.run_sync(spy.wait)
             cpu = (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)
             prompts: dict[str, list[float]] = {}
             for line in log.read_text().splitlines():
@@ -151,6 +162,7 @@ async def run(panes: int, seconds: float, prompt_every: tuple[float, float] = (0
                         latencies.append((decisions[i]["payload"]["detected_at"] - wall) * 1000)
                     elif wall < start_wall + seconds - 1:
                         missed += 1
+            derived = sum(p.derived for p in svc.supervisor.panes.values())
             for s in svc.sessions.running():
                 await svc.tmux().kill(s["session"])
     finally:
@@ -166,6 +178,9 @@ async def run(panes: int, seconds: float, prompt_every: tuple[float, float] = (0
         "p99_ms": round(percentile(latencies, 99), 1) if latencies else None,
         "max_ms": round(max(latencies), 1) if latencies else None,
         "cpu_percent_of_one_core": round(100 * cpu / elapsed, 1),
+        "cpu_user_percent": round(100 * (cpu1.ru_utime - cpu0.ru_utime) / elapsed, 1),
+        "cpu_system_percent": round(100 * (cpu1.ru_stime - cpu0.ru_stime) / elapsed, 1),
+        "classifications_per_s": round(derived / elapsed, 1),
     }
 
 
@@ -175,9 +190,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--prompt-every", type=float, nargs=2, default=(0.5, 3.0), metavar=("MIN", "MAX"), help="seconds of work between prompts (uniform)")
     parser.add_argument("--print-every", type=float, nargs=2, default=(0.02, 0.2), metavar=("MIN", "MAX"), help="seconds between printed lines while working")
+    parser.add_argument("--profile", metavar="PATH", help="sample the measurement window with py-spy (collapsed stacks to PATH; needs py-spy in the venv)")
     args = parser.parse_args()
     os.environ.setdefault("ELOWEN_NO_AUTOSTART", "1")
-    result = trio.run(run, args.panes, args.seconds, tuple(args.prompt_every), tuple(args.print_every))
+    result = trio.run(run, args.panes, args.seconds, tuple(args.prompt_every), tuple(args.print_every), args.profile)
     print(json.dumps(result, indent=2))
     print(
         f"prompt -> decision over {result['prompts']} prompts from {result['panes']} panes: "

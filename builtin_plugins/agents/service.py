@@ -147,6 +147,7 @@ class AgentsService:
         then run the scheduler until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            nursery.start_soon(self.supervisor.timers.run)
             task_status.started()
             while True:
                 try:

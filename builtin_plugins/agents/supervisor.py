@@ -9,6 +9,8 @@ under the pane's lock right after a fresh capture shows the SAME prompt instance
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +49,84 @@ async def send_keys(tmux: Any, target: str, keys: list[str] | tuple[str, ...]) -
         if i:
             await trio.sleep(KEY_GAP)
         await tmux.send_keys(target, key)
+
+
+_SessionNotFound: Any = None
+
+TIMER_GRID = 0.01
+"""Seconds: debounce timers due within this long of the earliest one fire with it (one wake-up
+of :class:`Timers` serves them all; a timer fires at most this much late)."""
+
+
+class Timers:
+    """The debounce wake-ups of every pane, served by one task (:meth:`run`).
+
+    A trio sleep costs a deadline and a cancellation; with 50 busy panes that was hundreds of
+    cancelled sleeps a second. Here a waiting pane parks on an event and :meth:`run` sleeps once
+    per :data:`TIMER_GRID` batch. When :meth:`run` is not running, :meth:`sleep_until` falls
+    back to ``trio.sleep``. Times are ``trio.current_time()`` seconds.
+    """
+
+    def __init__(self, grid: float = TIMER_GRID) -> None:
+        self.grid = grid
+        self.running = False
+        self._heap: list[tuple[float, int, trio.Event]] = []
+        self._seq = itertools.count()
+        self._changed = trio.Event()
+        self._target: float | None = None
+
+    async def sleep_until(self, when: float) -> None:
+        """Return at ``when`` (at most :attr:`grid` later)."""
+        if not self.running:
+            await trio.sleep_until(when)
+            return
+        event = trio.Event()
+        heapq.heappush(self._heap, (when, next(self._seq), event))
+        if self._target is None or when + self.grid < self._target:
+            self._changed.set()
+        await event.wait()
+
+    async def run(self) -> None:
+        """Fire due timers until cancelled (then every waiter is released)."""
+        self.running = True
+        heap = self._heap
+        try:
+            while True:
+                now = trio.current_time()
+                while heap and heap[0][0] <= now:
+                    heapq.heappop(heap)[2].set()
+                self._changed = trio.Event()
+                if heap:
+                    self._target = heap[0][0] + self.grid
+                    with trio.move_on_at(self._target):
+                        await self._changed.wait()
+                else:
+                    self._target = None
+                    await self._changed.wait()
+        finally:
+            self.running = False
+            self._target = None
+            while heap:
+                heapq.heappop(heap)[2].set()
+
+
+class _Locked:
+    """``async with _Locked(lock)``: like ``async with lock`` but an uncontended lock is taken
+    without a scheduling round trip (the body has checkpoints of its own)."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: trio.Lock) -> None:
+        self.lock = lock
+
+    async def __aenter__(self) -> None:
+        try:
+            self.lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self.lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.lock.release()
 
 
 class AnswerError(Exception):
@@ -117,6 +197,9 @@ class Supervisor:
         self.on_prompt = on_prompt
         self.auto_trust = auto_trust
         self.panes: dict[str, Pane] = {}
+        self.timers = Timers()
+        """Debounce wake-ups; the owner runs ``timers.run`` in its nursery (else each pane
+        sleeps on its own)."""
         self.attach_lock = trio.Lock()
         """Held around ``new-session`` and watcher attaches: tmux 3.3a's server segfaults when a
         control client attaches while another session is being created (reproduced here with
@@ -141,19 +224,12 @@ class Supervisor:
             try:
                 await self.derive(pane)
                 while not pane.closed:
-                    due = pane.debounce.due()
-                    if due is None:
-                        await stream.receive()
-                        pane.debounce.output(trio.current_time())
-                        continue
-                    wait = due - trio.current_time()
-                    if wait > 0:
-                        with trio.move_on_after(wait) as scope:
-                            await stream.receive()
-                            pane.debounce.output(trio.current_time())
-                        if not scope.cancelled_caught:
-                            continue
+                    first = await stream.receive()  # the first output of a burst
+                    await self._settle(pane, stream, first.ts)
+                    if pane.closed:
+                        break
                     pane.debounce.fired()
+                    stream.discard_pending()  # covered by the capture below
                     await self.derive(pane)
             except trio.EndOfChannel:
                 log.debug("agents: output stream of %s ended", pane.name)
@@ -162,19 +238,46 @@ class Supervisor:
         finally:
             pane.watching = False
 
+    async def _settle(self, pane: Pane, stream: Any, first: float) -> None:
+        """Sleep until ``pane.debounce`` is due, following later output through the stream's
+        ``pushes``/``last_push`` counters: output during the wait never wakes this task (one
+        timer per burst instead of a wake-up and a cancelled wait per output chunk). ``first``:
+        ``time.monotonic()`` of the burst's first byte."""
+        seen = stream.pushes
+        pane.debounce.output(first)
+        pane.debounce.output(max(first, stream.last_push))
+        while not pane.closed:
+            due = pane.debounce.due()
+            assert due is not None
+            wait = due - time.monotonic()
+            if wait > 0:
+                await self.timers.sleep_until(trio.current_time() + wait)
+            if stream.pushes == seen:
+                return
+            seen = stream.pushes
+            pane.debounce.output(stream.last_push)
+
     # ------------------------------------------------------------------ deriving
 
     async def capture(self, pane: Pane) -> tuple[str, Classification, str]:
-        """Capture and classify the current frame. Raises ``SessionNotFoundError``."""
+        """Capture and classify the current frame (a frame identical to the last one derived
+        reuses its classification: ``classify`` is a pure function of the screen). Raises
+        ``SessionNotFoundError``."""
         screen = await self._tmux().capture(pane.target)
-        return screen, pane.provider.classify(screen), screen_hash(screen)
+        h = screen_hash(screen)
+        if h == pane.last_hash and pane.last is not None:
+            return screen, pane.last, h
+        return screen, pane.provider.classify(screen), h
 
     async def derive(self, pane: Pane) -> Classification | None:
         """Classify the current frame and act on it; ``None`` when the session is gone."""
-        from elowen_builtins.tmux import SessionNotFoundError
+        global _SessionNotFound
+        if _SessionNotFound is None:  # imported late (the tmux plugin may load after this one)
+            from elowen_builtins.tmux import SessionNotFoundError as _SessionNotFound
+        SessionNotFoundError = _SessionNotFound
 
         created: dict[str, Any] | None = None
-        async with pane.lock:
+        async with _Locked(pane.lock):
             try:
                 screen = await self._tmux().capture(pane.target)
             except SessionNotFoundError:

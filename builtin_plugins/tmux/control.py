@@ -9,6 +9,7 @@ must not block (the reader never waits on consumers, so tmux never has to buffer
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import os
 import subprocess
@@ -17,14 +18,20 @@ from collections.abc import Callable, Sequence
 import trio
 
 from .errors import ControlClientClosed, TmuxCommandError, TmuxError
-from .protocol import Notification, Output, format_command, parse_block_line, parse_notification
+from .protocol import Notification, Output, decode_octal, format_command, parse_block_line, parse_notification
 
-__all__ = ["ControlClient", "NotificationHandler", "tmux_env"]
+__all__ = ["ControlClient", "NotificationHandler", "OutputHandler", "tmux_env"]
 
 log = logging.getLogger(__name__)
 
 NotificationHandler = Callable[[Output | Notification], None]
 """Called from the reader task for every notification; must return quickly and not raise."""
+
+OutputHandler = Callable[[str, bytes], None]
+"""Called from the reader task with ``(pane_id, decoded bytes)`` for every ``%output`` line;
+same rules as :data:`NotificationHandler`."""
+
+_OCTAL = {f"{i:03o}".encode(): bytes((i & 0xFF,)) for i in range(512)}
 
 _CLOSE_GRACE = 2.0  # seconds to wait for tmux to exit after stdin is closed
 
@@ -33,6 +40,60 @@ def tmux_env() -> dict[str, str]:
     """The environment for tmux client processes: ours without ``TMUX``/``TMUX_PANE``, so a
     daemon started inside someone's tmux does not talk to (or nest in) their server."""
     return {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+
+
+def _decode_output(data: bytes) -> bytes:
+    """:func:`~.protocol.decode_octal` for ``%output`` data, without a regex callback per
+    escape: tmux writes every ``\\`` in the data as ``\\134``, so each ``\\`` starts a
+    three-digit escape (anything else falls back to the general decoder)."""
+    if b"\\" not in data:
+        return data
+    parts = data.split(b"\\")
+    out = [parts[0]]
+    for part in parts[1:]:
+        byte = _OCTAL.get(part[:3])
+        if byte is None:
+            return decode_octal(data)
+        out.append(byte)
+        out.append(part[3:])
+    return b"".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_format(argv: tuple[str, ...]) -> bytes:
+    return format_command(argv)
+
+
+def _format(argv: tuple[str, ...]) -> bytes:
+    """:func:`format_command`, memoised for short command lines (the same few ``capture-pane``
+    / ``display-message`` lines are sent hundreds of times a second)."""
+    if sum(len(a) for a in argv) <= 256:
+        return _cached_format(argv)
+    return format_command(argv)
+
+
+def _find_block_end(buf: bytearray, start: int, key: bytes) -> tuple[int, int, bool] | None:
+    """Find the ``%end KEY FLAGS`` / ``%error KEY FLAGS`` line closing the reply block whose
+    body starts at ``buf[start]``: ``(line start, index after its \\n, is_error)``, or ``None``
+    while it has not fully arrived. Only a complete line at a line start whose ``TIME NUM``
+    equals ``key`` closes the block (the same rule as line-by-line parsing)."""
+    best: tuple[int, int, bool] | None = None
+    for prefix, is_error in ((b"%end ", False), (b"%error ", True)):
+        pattern = prefix + key + b" "
+        pos = buf.find(pattern, start)
+        while pos >= 0 and (best is None or pos < best[0]):
+            if pos == start or buf[pos - 1] == 0x0A:
+                nl = buf.find(b"\n", pos)
+                if nl < 0:
+                    break  # the candidate line is incomplete: wait for more bytes
+                framed = parse_block_line(bytes(buf[pos:nl]))
+                if framed is not None and framed[1] == key:
+                    best = (pos, nl + 1, is_error)
+                    break
+            pos = buf.find(pattern, pos + 1)
+    if best is not None:
+        return best
+    return None
 
 
 class _Reply:
@@ -53,19 +114,30 @@ class ControlClient:
             "attach-session", "-t", "=name:"]``.
         on_notification: see :data:`NotificationHandler`.
         label: a name for logs.
+        on_output: when given, ``%output`` lines go to it as ``(pane_id, data)`` instead of to
+            ``on_notification`` as :class:`Output` (the busy path: no object per line).
 
     Use ``await nursery.start(client.run)``; ``run`` returns once the client has attached
     (raising :class:`TmuxError` if it could not) and keeps running in the background until the
     process exits or the task is cancelled.
     """
 
-    def __init__(self, argv: Sequence[str], on_notification: NotificationHandler | None = None, *, label: str = "tmux") -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        on_notification: NotificationHandler | None = None,
+        *,
+        label: str = "tmux",
+        on_output: OutputHandler | None = None,
+    ) -> None:
         self._argv = list(argv)
         self._on_notification = on_notification or (lambda _n: None)
+        self._on_output = on_output
         self.label = label
         self._proc: trio.Process | None = None
         self._pending: collections.deque[_Reply] = collections.deque()
-        self._send_lock = trio.Lock()
+        self._outbox: list[bytes] = []
+        self._flushing = False
         self._attached = trio.Event()
         self._closed = trio.Event()
         self._attach_error = ""
@@ -152,28 +224,42 @@ class ControlClient:
             TmuxCommandError: the first command that failed (the others still ran).
             ControlClientClosed: the client exited before all replies arrived.
         """
-        lines = [format_command(list(a)) for a in argvs]
+        lines = [_format(tuple(a)) for a in argvs]
         replies = [_Reply(tuple(a)) for a in argvs]
         proc = self._proc
         if self.closed or proc is None or proc.stdin is None:
             raise ControlClientClosed(f"tmux control client {self.label} is not running")
-        async with self._send_lock:
-            self._pending.extend(replies)
-            # A half-written line would desynchronise the reply queue: never cancel mid-write.
-            with trio.CancelScope(shield=True):
-                try:
-                    await proc.stdin.send_all(b"".join(lines))
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    for r in replies:
-                        if r in self._pending:
-                            self._pending.remove(r)
-                    raise ControlClientClosed(f"tmux control client {self.label} closed: {exc}") from None
+        # Queued synchronously, so the reply queue has the order of the written lines.
+        self._outbox.extend(lines)
+        self._pending.extend(replies)
+        if not self._flushing:
+            await self._flush(proc)
         for r in replies:
             await r.done.wait()
         for r in replies:
             if r.error is not None:
                 raise r.error
         return [r.lines for r in replies]
+
+    async def _flush(self, proc: trio.Process) -> None:
+        """Write the outbox. The first caller of a scheduler batch flushes for everyone queued
+        meanwhile (commands from panes woken together go out in one write)."""
+        assert proc.stdin is not None
+        self._flushing = True
+        try:
+            # A half-written line would desynchronise the reply queue: never cancel mid-write.
+            with trio.CancelScope(shield=True):
+                await trio.lowlevel.cancel_shielded_checkpoint()  # let the batch queue theirs
+                while self._outbox:
+                    data = b"".join(self._outbox)
+                    self._outbox.clear()
+                    await proc.stdin.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._outbox.clear()
+            # Nothing more can be answered: fail every waiting command (ours included).
+            self._fail_pending(ControlClientClosed(f"tmux control client {self.label} closed: {exc}"))
+        finally:
+            self._flushing = False
 
     # ------------------------------------------------------------------ reading
 
@@ -188,7 +274,22 @@ class ControlClient:
                     break
                 buf += chunk
                 start = 0
-                while (nl := buf.find(b"\n", start)) >= 0:
+                while True:
+                    if block is not None:
+                        # A reply body is taken whole: one search for its terminator instead of
+                        # one Python call per line (a screen capture is ~50 lines).
+                        found = _find_block_end(buf, start, block[0])
+                        if found is None:
+                            break
+                        term, after, is_error = found
+                        lines = bytes(buf[start:term - 1]).split(b"\n") if term > start else []
+                        start = after
+                        self._finish_block(is_error, block[1], lines)
+                        block = None
+                        continue
+                    nl = buf.find(b"\n", start)
+                    if nl < 0:
+                        break
                     line = bytes(buf[start:nl])
                     start = nl + 1
                     block = self._handle_line(line, block)
@@ -205,6 +306,21 @@ class ControlClient:
                 block[2].append(line)
                 return block
             self._finish_block(framed[0] == "error", block[1], block[2])
+            return None
+        if line.startswith((b"%output ", b"%extended-output ")):  # the common case first
+            try:
+                if self._on_output is not None:
+                    if line[1] == 0x6F:  # %output %PANE DATA
+                        _, pane, data = (line.split(b" ", 2) + [b""])[:3]
+                    else:  # %extended-output %PANE AGE ... : DATA
+                        head, _, data = line.partition(b" : ")
+                        parts = head.split(b" ")
+                        pane = parts[1] if len(parts) > 1 else b""
+                    self._on_output(pane.decode("ascii", "replace"), _decode_output(data))
+                else:
+                    self._on_notification(parse_notification(line))
+            except Exception:  # fail-open: a bad consumer must not stop the reader
+                log.exception("tmux %s: notification handler failed", self.label)
             return None
         framed = parse_block_line(line) if line.startswith(b"%begin ") else None
         if framed is not None:

@@ -50,6 +50,11 @@ class OutputStream:
         self._closed = False
         self._lot = trio.lowlevel.ParkingLot()
         self._on_close = on_close
+        self.pushes = 0
+        """How many times output was queued (a consumer that only needs to know *that* output
+        happened compares it instead of reading every event)."""
+        self.last_push = 0.0
+        """``time.monotonic()`` of the latest queued output (seconds); 0.0 before any."""
 
     # called by the reader (never blocks)
     def push(self, pane_id: str, data: bytes) -> None:
@@ -68,11 +73,20 @@ class OutputStream:
             self._chunks.append((pane_id, bytearray(data), self._lost_next, time.monotonic()))
             self._lost_next = False
         self._size += len(data)
-        self._lot.unpark_all()
+        self.pushes += 1
+        self.last_push = time.monotonic()
+        if self._lot:
+            self._lot.unpark_all()
 
     def mark_lost(self) -> None:
         """Flag the next event as ``lost`` (tmux paused the pane for this client)."""
         self._lost_next = True
+
+    def discard_pending(self) -> None:
+        """Drop what is queued without reading it (the next event is not flagged ``lost``:
+        the consumer chose to skip the bytes)."""
+        self._chunks.clear()
+        self._size = 0
 
     def end(self) -> None:
         """The session ended: readers drain what is queued, then iteration stops."""

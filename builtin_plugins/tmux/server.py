@@ -94,10 +94,13 @@ class _Watcher:
         self.closing = False
         self.wake = trio.Event()
 
+    def on_output(self, pane_id: str, data: bytes) -> None:
+        for s in self.streams:
+            s.push(pane_id, data)
+
     def on_notification(self, note: Output | Notification) -> None:
         if isinstance(note, Output):
-            for s in self.streams:
-                s.push(note.pane_id, note.data)
+            self.on_output(note.pane_id, note.data)
         elif note.name == "pause" and note.args:
             for s in self.streams:
                 s.mark_lost()
@@ -401,13 +404,18 @@ class TmuxService:
             SessionNotFoundError: no such session or pane.
         """
         argv = ["capture-pane", "-p", *(["-e"] if escapes else []), "-t", pane_target(target)]
+        client = await self._client()
         try:
-            lines = await self.command(*argv)
+            lines = await client.command(*argv)
         except TmuxCommandError as exc:
             if _is_not_found(exc):
                 raise SessionNotFoundError(f"no tmux pane {target!r}") from None
             raise
-        return "".join(ln + "\n" for ln in lines)
+        if not lines:
+            return ""
+        # One decode of the whole frame (each line is UTF-8 on its own, so this equals
+        # decoding line by line).
+        return (b"\n".join(lines) + b"\n").decode("utf-8", "replace")
 
     async def send_keys(self, target: str, *keys: str) -> None:
         """Press named keys (``"Enter"``, ``"Escape"``, ``"Up"``, ``"C-c"``, ``"1"``…).
@@ -496,7 +504,8 @@ class TmuxService:
         assert self._nursery is not None
         watcher = _Watcher(name)
         client = ControlClient(
-            [*self.base_argv(), "-C", "attach-session", "-t", session_target(name)], watcher.on_notification, label=f"{self.socket}/{name}"
+            [*self.base_argv(), "-C", "attach-session", "-t", session_target(name)], watcher.on_notification, label=f"{self.socket}/{name}",
+            on_output=watcher.on_output,
         )
         watcher.client = client
         try:

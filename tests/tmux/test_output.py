@@ -59,3 +59,15 @@ async def test_close_calls_back_once() -> None:
     s.close()
     assert closed == [s]
     assert [e async for e in s] == []
+
+
+async def test_push_counters_and_discard() -> None:
+    s = OutputStream("demo")
+    assert s.pushes == 0 and s.last_push == 0.0
+    s.push("%1", b"ab")
+    s.push("%1", b"cd")
+    assert s.pushes == 2 and s.last_push > 0
+    s.discard_pending()
+    s.push("%1", b"e")
+    got = await s.receive()
+    assert (got.data, got.lost) == (b"e", False)
