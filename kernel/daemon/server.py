@@ -15,27 +15,23 @@ shutdown.
 from __future__ import annotations
 
 import argparse
-import errno
 import fcntl
 import functools
-import ipaddress
-import json
 import logging
 import os
 import signal
 import socket
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import trio
-from elowen.hostlog import setup_logging as _setup_logging
+from elowen.hosting import BindError, bind, is_loopback, remove_pid_file, setup_logging as _setup_logging, write_pid_file
+from elowen.hosting import read_pid_file as _read_pid
 from elowen_sdk import ElowenError, Service
 
 from elowen.core.kernel import Kernel
 from elowen.core.settings import Settings
-from elowen.core.store import utc_iso
 
 from .auth import Access, bootstrap_admin
 from .recovery import missing_admin_token_hint
@@ -57,23 +53,9 @@ class DaemonError(ElowenError):
     """The daemon cannot start (another instance, port taken, refused host)."""
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names the loopback interface."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def read_pid_file(home: Path) -> dict[str, object] | None:
-    """The pid file's content, or ``None`` when missing or unreadable."""
-    try:
-        data = json.loads((home / PID_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """The daemon's pid file content, or ``None`` when missing or unreadable."""
+    return _read_pid(home / PID_NAME)
 
 
 class _InstanceLock:
@@ -97,39 +79,9 @@ class _InstanceLock:
 
 def _bind(host: str, port: int) -> socket.socket:
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise DaemonError(f"cannot resolve host {host!r}: {exc}") from None
-    family, type_, proto, _, addr = infos[0]
-    sock = socket.socket(family, type_, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(addr)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise DaemonError(
-                f"port {port} on {host} is already in use; stop what listens there or choose another "
-                "port (--port or ELOWEN_PORT)"
-            ) from None
-        raise DaemonError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
-
-
-def _write_pid(home: Path, host: str, port: int) -> None:
-    path = home / PID_NAME
-    tmp = path.with_name(f".{PID_NAME}.tmp")
-    data = {"pid": os.getpid(), "port": port, "host": host, "started_at": utc_iso()}
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-    os.replace(tmp, path)
-
-
-def _remove_pid(home: Path) -> None:
-    info = read_pid_file(home)
-    if info is not None and info.get("pid") == os.getpid():
-        (home / PID_NAME).unlink(missing_ok=True)
+        return bind(host, port, port_hint="choose another port (--port or ELOWEN_PORT)")
+    except BindError as exc:
+        raise DaemonError(str(exc)) from None
 
 
 def build_state(kernel: Kernel, heartbeat: float = 15.0) -> DaemonState:
@@ -254,7 +206,7 @@ async def serve(
                     nursery.start_soon(drain)
                     await nursery.start(run_http)
                     kernel.registry.start_loading()  # plugins load while requests are served
-                    _write_pid(home, host, real_port)
+                    write_pid_file(home / PID_NAME, host, real_port)
                     log.info(
                         "Elowen daemon %d listening on http://%s:%d (home %s), ready in %.0f ms",
                         os.getpid(), host, real_port, home, (time.perf_counter() - t0) * 1000,
@@ -264,7 +216,7 @@ async def serve(
         finally:
             if sock.fileno() != -1:
                 sock.close()
-            _remove_pid(home)
+            remove_pid_file(home / PID_NAME)
     finally:
         lock.release()
     log.info("Elowen daemon stopped")

@@ -7,9 +7,7 @@ written once serving, removed on exit) and ``logs/web.log`` (rotating, 5 MiB × 
 from __future__ import annotations
 
 import argparse
-import errno
 import functools
-import json
 import logging
 import os
 import signal
@@ -21,7 +19,7 @@ from pathlib import Path
 
 import trio
 
-from elowen.hostlog import setup_logging as _setup_logging
+from elowen.hosting import BindError, bind, is_loopback, remove_pid_file, setup_logging as _setup_logging, write_pid_file
 from .config import WebConfig, load_web_config
 
 __all__ = ["PID_NAME", "WebError", "main", "serve"]
@@ -36,49 +34,11 @@ class WebError(Exception):
     """The web front end cannot start (port taken, refused host)."""
 
 
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise WebError(f"port {port} on {host} is already in use; stop what listens there or set ELOWEN_WEB_PORT") from None
-        raise WebError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    return sock
-
-
-def _write_pid(home: Path, host: str, port: int) -> None:
-    from elowen.core.store import utc_iso
-
-    path = home / PID_NAME
-    tmp = path.with_name(f".{PID_NAME}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"pid": os.getpid(), "port": port, "host": host, "started_at": utc_iso()}, fh)
-    os.replace(tmp, path)
-
-
-def _remove_pid(home: Path) -> None:
-    path = home / PID_NAME
-    try:
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
-            path.unlink()
-    except (OSError, ValueError, AttributeError):
-        pass
+        return bind(host, port, port_hint="set ELOWEN_WEB_PORT")
+    except BindError as exc:
+        raise WebError(str(exc)) from None
 
 
 async def serve(
@@ -102,7 +62,7 @@ async def serve(
     from .app import create_app
 
     t0 = time.perf_counter()
-    if not allow_remote and not _is_loopback(config.host):
+    if not allow_remote and not is_loopback(config.host):
         raise WebError(f"refusing to listen on non-loopback host {config.host!r} without --allow-remote")
     config.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     sock = _bind(config.host, config.port)
@@ -122,7 +82,7 @@ async def serve(
                 nursery.cancel_scope.cancel()  # hard_stop
 
             await nursery.start(run_http)
-            _write_pid(config.home, config.host, port)
+            write_pid_file(config.home / PID_NAME, config.host, port)
             log.info("Elowen web %d listening on http://%s:%d (daemon %s), ready in %.0f ms",
                      os.getpid(), config.host, port, config.daemon_url, (time.perf_counter() - t0) * 1000)
             task_status.started(port)
@@ -135,7 +95,7 @@ async def serve(
 
             nursery.start_soon(hard_stop)
     finally:
-        _remove_pid(config.home)
+        remove_pid_file(config.home / PID_NAME)
     log.info("Elowen web stopped")
 
 
