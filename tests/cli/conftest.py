@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,15 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.support.waiting import free_port
 
 ELOWEN = Path(sys.executable).parent / "elowen"
 RUN_TIMEOUT = 60.0
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

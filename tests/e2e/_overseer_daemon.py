@@ -8,10 +8,8 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,26 +20,17 @@ import httpx
 import tomli_w
 
 from tests.support.agent_env import prepare_agent
+from tests.support.waiting import free_port
+from tests.support.waiting import wait as _wait
 from tests.support.model_server import DefaultScript, ModelServer, ParsedRequest, Reply, shell_tool_call
 
 STEP = 90.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def wait(predicate: Callable[[], Any], what: str, timeout: float = STEP, on_fail: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}" + (f"\n{on_fail()}" if on_fail else ""))
+    return _wait(predicate, what, timeout, on_fail, interval=0.25)
 
 
 @dataclass

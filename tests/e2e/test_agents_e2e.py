@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,8 @@ import tomli_w
 
 from tests.support.agent_env import CLIS, Cli, prepare_agent
 from tests.support.model_server import ModelServer
+from tests.support.waiting import free_port
+from tests.support.waiting import wait as _wait
 
 pytestmark = pytest.mark.slow
 
@@ -48,20 +49,9 @@ EXTRA_ARGS: dict[str, list[str]] = {}  # Codex's provider now adds allow_login_s
 EXEC = {"claude": "claude:fake-model", "codex": "codex:fake-model", "opencode": "opencode:fake/fake-model", "kilo": "kilo:fake/fake-model"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def wait(predicate: Callable[[], Any], what: str, timeout: float = STEP, on_fail: Callable[[], str] | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}" + (f"\n{on_fail()}" if on_fail else ""))
+    return _wait(predicate, what, timeout, on_fail, interval=0.25)
 
 
 @dataclass

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -24,17 +23,13 @@ from pathlib import Path
 
 import httpx
 import tomli_w
+from tests.support.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_AGENT = ROOT / "tests" / "agents" / "fake_agent.py"
 START_TIMEOUT = 20.0
 FAST_AGENTS = {"scheduler_interval": 0.3, "sweep_interval": 0.3, "liveness_interval": 0.2, "stuck_interval": 0.5, "janitor_interval": 0.5}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_health(url: str, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from elowen.cli.config import load_config
 from elowen.web import launch
 
-from .stack import free_port
+from tests.support.waiting import free_port
 
 
 def test_start_status_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
