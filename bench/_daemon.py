@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,13 +39,11 @@ def running_daemon() -> Iterator[Daemon]:
         try:
             deadline = time.monotonic() + 15
             while True:
-                try:
+                with contextlib.suppress(OSError, ValueError, httpx.HTTPError):
                     info = json.loads((home / "daemon.pid").read_text())
                     url = f"http://127.0.0.1:{info['port']}"
                     if httpx.get(f"{url}/health").status_code == 200:
                         break
-                except (OSError, ValueError, httpx.HTTPError):
-                    pass
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError("the daemon did not start")
                 time.sleep(0.05)

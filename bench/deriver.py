@@ -17,6 +17,7 @@ a heavy load: ~25 prompts/s and ~450 lines/s over 50 panes).
 
 from __future__ import annotations
 
+import contextlib
 import argparse
 import json
 import os
@@ -116,10 +117,8 @@ async def run(
             await trio.sleep(2.0)  # let every agent start
 
             async def approve(decision_id: int) -> None:
-                try:
+                with contextlib.suppress(Exception):
                     await svc.decide(decision_id, "approve", decided_by="bench")
-                except Exception:
-                    pass
 
             async def approver() -> None:
                 async with kernel.events.subscribe(types=["decision.created"]) as events, trio.open_nursery() as inner:

@@ -21,6 +21,7 @@ tokens see nothing here. Acting (keys, decisions, input tickets): admins and the
 
 from __future__ import annotations
 
+import contextlib
 import base64
 import logging
 from collections.abc import Callable, Mapping
@@ -126,12 +127,10 @@ class _Api:
                 log.debug("capture of %s failed: %s", row["session"], exc)
             else:
                 out["capture"] = screen
-                try:
+                with contextlib.suppress(LookupError):  # its provider plugin is disabled
                     from .config import executor_provider
 
                     out["classification"] = executor_provider(self.svc.ctx, row["provider"]).classify(screen).to_dict()
-                except LookupError:
-                    pass
         return out
 
     async def send_keys(self, req: Request) -> Any:
@@ -204,10 +203,8 @@ class _Api:
         except Exception as exc:  # the client went away, or the session ended
             log.debug("terminal of %s closed: %s", name, exc)
         finally:
-            try:
+            with contextlib.suppress(Exception):
                 await ws.close(1000)
-            except Exception:
-                pass
 
     @staticmethod
     async def _typed(ws: Any, tmux: Any, target: str) -> None:

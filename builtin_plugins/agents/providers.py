@@ -158,10 +158,8 @@ def atomic_update(path: Path, update: Any, *, load: Any, dump: Any, mode: int = 
             except ValueError as exc:
                 raise ProviderError(f"{path}: cannot parse ({exc}); not overwriting it") from None
         data = update(data)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             mode = path.stat().st_mode & 0o777
-        except FileNotFoundError:
-            pass
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

@@ -584,9 +584,8 @@ def _extract_request(rule: _PromptRule, fr: _Frame, q_match: re.Match[str] | Non
     for ex in rule.extractors:
         groups: dict[str, str] | None = None
         if ex.line is not None:
-            found = None
-            for found in ex.line.finditer(below):
-                pass
+            matches = list(ex.line.finditer(below))
+            found = matches[-1] if matches else None  # the last match is the live one
             if found is not None:
                 groups = {k: v for k, v in found.groupdict().items() if v is not None}
         elif ex.header is not None:

@@ -17,6 +17,7 @@ A pending approval pauses the turn: it is stored in ``brain_pending``, published
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,10 +56,8 @@ def _destructive(tool: str, args: Mapping[str, Any], env: ToolEnv) -> tuple[bool
     if tool == "terminal.run":
         cwd = checkout
         if env.guard is not None:
-            try:
+            with contextlib.suppress(PathGuardError):
                 cwd = str(env.guard.resolve(str(args.get("cwd") or ".")))
-            except PathGuardError:
-                pass
         verdict = check_command(str(args.get("command", "")), cwd=cwd, checkout=checkout)
         return verdict.destructive, list(verdict.reasons)
     if tool in _WRITE_TOOLS and env.guard is not None:

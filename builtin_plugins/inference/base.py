@@ -131,7 +131,7 @@ class HTTPProvider(ABC):
             # so the connection goes back to the pool instead of being reset.
             with trio.move_on_after(DRAIN_TIMEOUT):
                 async for _ in events:
-                    pass
+                    continue  # drain
         except httpx.TimeoutException as exc:
             raise ProviderTimeout(f"{self.config.name}: the stream stalled past the timeout") from exc
         except httpx.TransportError as exc:

@@ -189,7 +189,7 @@ class Relay:
         if request.stream:
             async with self.stream(request) as stream:
                 async for _ in stream:
-                    pass
+                    continue  # drain: the result is kept on the stream
             if stream.result is None:  # the provider's parser always ends with a result
                 raise InferenceError("stream ended without a result")
             return stream.result

@@ -15,6 +15,7 @@ Retry policy (both protocols):
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import json
 import logging
@@ -57,17 +58,13 @@ def retry_after(headers: Mapping[str, str], *, now: float | None = None) -> floa
     (delta-seconds or an HTTP date), or ``None`` when absent or unreadable."""
     ms = headers.get("retry-after-ms")
     if ms:
-        try:
+        with contextlib.suppress(ValueError):
             return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
     value = headers.get("retry-after")
     if not value:
         return None
-    try:
+    with contextlib.suppress(ValueError):
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -35,6 +35,7 @@ everything; members act on missions and escalations of projects they may see.
 
 from __future__ import annotations
 
+import contextlib
 import base64
 import re
 from collections.abc import Callable, Mapping
@@ -161,10 +162,8 @@ class _Api:
         return row is not None and me.can_see_project(row["project_id"])
 
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(LookupError):
             self.rt.ctx.service("agents").wake()
-        except LookupError:
-            pass
 
     def _mission_call(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:

@@ -16,6 +16,7 @@ so a restart neither reviews twice nor forgets to reopen.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -92,10 +93,8 @@ class Reviews:
         note = (decision.get("rationale") or "the reviewer gave no note").strip()
         tasks.update(task_id, {"state": "open", "resume_note": f"The review of your previous attempt rejected it: {note}"})
         log.info("overseer: task %s reopened by review %s", task_id, decision["id"])
-        try:
+        with contextlib.suppress(LookupError):
             self.autopilot.ctx.service("agents").wake()
-        except LookupError:
-            pass
 
     def catch_up(self) -> None:
         """Carry out decided reviews whose outcome was not applied yet (after a restart)."""

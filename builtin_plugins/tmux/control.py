@@ -8,6 +8,7 @@ must not block (the reader never waits on consumers, so tmux never has to buffer
 
 from __future__ import annotations
 
+import contextlib
 import collections
 import functools
 import logging
@@ -199,10 +200,8 @@ class ControlClient:
         proc = self._proc
         if proc is not None and proc.stdin is not None:
             with trio.CancelScope(shield=True):
-                try:
+                with contextlib.suppress(trio.ClosedResourceError):
                     await proc.stdin.aclose()
-                except trio.ClosedResourceError:
-                    pass
         if proc is not None:
             with trio.move_on_after(_CLOSE_GRACE):
                 await self._closed.wait()
@@ -295,7 +294,7 @@ class ControlClient:
                     block = self._handle_line(line, block)
                 del buf[:start]
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            return  # tmux closed the pipe: the client is done (finally marks it closed)
         finally:
             self._closed.set()
 
@@ -363,7 +362,7 @@ class ControlClient:
                     sink += chunk
                 log.debug("tmux %s stderr: %r", self.label, chunk)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            return  # tmux closed its stderr: nothing more to read
 
     def _fail_pending(self, error: BaseException) -> None:
         while self._pending:
@@ -374,10 +373,8 @@ class ControlClient:
     async def _stop_process(self, proc: trio.Process) -> None:
         with trio.CancelScope(shield=True):
             if proc.stdin is not None:
-                try:
+                with contextlib.suppress(trio.ClosedResourceError):
                     await proc.stdin.aclose()
-                except trio.ClosedResourceError:
-                    pass
             with trio.move_on_after(_CLOSE_GRACE):
                 await proc.wait()
             if proc.returncode is None:

@@ -16,6 +16,7 @@ Rules (PITFALLS 8–10; observed with Claude Code 2.1, Codex 0.171, OpenCode, Ki
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -130,10 +131,8 @@ async def send_text(
             await tmux.command("paste-buffer", "-p", "-d", "-b", buffer, "-t", target)
         except BaseException:
             with trio.CancelScope(shield=True), trio.move_on_after(2):
-                try:
+                with contextlib.suppress(Exception):  # already gone, or the client closed: nothing to clean
                     await tmux.command("delete-buffer", "-b", buffer)
-                except Exception:  # already gone, or the client closed: nothing to clean
-                    pass
             raise
     elif text:
         await tmux.command("send-keys", "-t", target, "-l", "--", text)

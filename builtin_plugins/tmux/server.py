@@ -17,6 +17,7 @@ and measured on 3.3a a ``-C WxH`` resized the window even with ``-f ignore-size`
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shlex
@@ -495,10 +496,8 @@ class TmuxService:
         if self._watchers.get(watcher.session) is watcher:
             del self._watchers[watcher.session]
         if self._nursery is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the service has stopped: its clients are gone already
                 self._nursery.start_soon(watcher.client.aclose)
-            except RuntimeError:  # the service has stopped: its clients are gone already
-                pass
 
     async def _start_watcher(self, name: str) -> _Watcher:
         assert self._nursery is not None

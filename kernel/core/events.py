@@ -15,6 +15,7 @@ All methods run on the trio thread.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Mapping
@@ -263,10 +264,8 @@ class EventBus:
             self._remove(sub)
 
     def _remove(self, sub: _Subscriber) -> None:
-        try:
+        with contextlib.suppress(ValueError):
             self._subscribers.remove(sub)
-        except ValueError:
-            pass
 
     def add_listener(self, fn: Listener) -> None:
         """Call ``fn(event)`` (sync) after each publish's fan-out."""
@@ -274,10 +273,8 @@ class EventBus:
 
     def remove_listener(self, fn: Listener) -> None:
         """Stop calling ``fn``; unknown listeners are ignored."""
-        try:
+        with contextlib.suppress(ValueError):
             self._listeners.remove(fn)
-        except ValueError:
-            pass
 
     # -- subscribing -------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ can already write inside a root, and a root folder itself being replaced by its 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -208,10 +209,8 @@ class PathGuard:
             except FileNotFoundError:
                 if not create:
                     raise
-                try:
+                with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o777, dir_fd=parent)
-                except FileExistsError:
-                    pass
                 child = os.open(name, _DIR_FLAGS, dir_fd=parent)
         except OSError as exc:
             raise self._walk_error(original, here, exc, parent=parent, name=name) from None
@@ -306,10 +305,8 @@ class PathGuard:
                 # rename never follows a symlink at the target: a swapped-in link is replaced.
                 os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
             except BaseException:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp, dir_fd=parent)
-                except FileNotFoundError:
-                    pass
                 raise
             return len(data)
         finally:

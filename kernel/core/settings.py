@@ -23,6 +23,7 @@ edits made by someone else (by hand, another process).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import inspect
@@ -216,10 +217,8 @@ class Settings:
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
             raise
         dir_fd = os.open(self.home, os.O_RDONLY | os.O_DIRECTORY)
         try:

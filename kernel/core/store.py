@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -198,8 +199,7 @@ class Store:
         for row in cursor:
             names = [d[0] for d in cursor.description]
             result = dict(zip(names, row))
-            for _ in cursor:  # finish the statement so it does not hold a read snapshot
-                pass
+            cursor.fetchall()  # finish the statement so it does not hold a read snapshot
             return result
         return None
 
@@ -210,8 +210,7 @@ class Store:
             for an ``INSERT``/``REPLACE``: the new row's rowid, or 0 when no row was inserted
             (``INSERT OR IGNORE``); otherwise the number of rows changed.
         """
-        for _ in self._conn.execute(sql, params):
-            pass
+        self._conn.execute(sql, params).fetchall()
         if _is_insert(sql):
             return self._conn.last_insert_rowid() if self._conn.changes() else 0
         return self._conn.changes()
@@ -219,8 +218,7 @@ class Store:
     def executemany(self, sql: str, seq: Iterable[Params]) -> None:
         """Run one statement for each parameter set in ``seq`` (wrap it in a transaction for
         speed and atomicity)."""
-        for _ in self._conn.executemany(sql, seq):
-            pass
+        self._conn.executemany(sql, seq).fetchall()
 
     @contextmanager
     def transaction(self) -> Iterator[Store]:
@@ -270,8 +268,7 @@ class Store:
     # -- schemas -----------------------------------------------------------------------------
 
     def _run_script(self, sql: str) -> None:
-        for _ in self._conn.execute(sql):
-            pass
+        self._conn.execute(sql).fetchall()
 
     def _migrate_kernel(self) -> int:
         schema = parse_schema(KERNEL_SCHEMA.read_text(encoding="utf-8"), name=str(KERNEL_SCHEMA))
@@ -371,10 +368,8 @@ class Store:
         token = self._token
         if token is None:
             return
-        try:
+        with contextlib.suppress(trio.RunFinishedError):
             token.run_sync_soon(self._set_wake)
-        except trio.RunFinishedError:
-            pass
 
     def _set_wake(self) -> None:
         if self._wake is not None:
@@ -421,8 +416,7 @@ class Store:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for _ in conn.executemany(_AUDIT_INSERT, rows):
-                        pass
+                    conn.executemany(_AUDIT_INSERT, rows).fetchall()
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:

@@ -10,6 +10,7 @@ whether typing is allowed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from urllib.parse import quote, urlsplit
@@ -65,11 +66,9 @@ async def terminal(name: str) -> None:
         async with open_websocket_url(url) as upstream, trio.open_nursery() as nursery:
 
             async def to_browser() -> None:
-                try:
+                with contextlib.suppress(ConnectionClosed):
                     while True:
                         await websocket.send(await upstream.get_message())
-                except ConnectionClosed:
-                    pass
                 nursery.cancel_scope.cancel()
 
             async def to_daemon() -> None:
