@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from .app import App, Failure, json_id
+from .app import App, Failure, answer_decision, json_id
 from .output import Column, echo_json, note, table
 
 __all__ = ["agents", "attach", "decide"]
@@ -115,15 +115,4 @@ def decide(
     chosen = [name for name, on in given.items() if on]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --approve, --reject, --choice N, --answer TEXT, --escalate")
-    body: dict[str, Any] = {"action": chosen[0]}
-    if choice is not None:
-        body["choice"] = choice
-    if text is not None:
-        body["text"] = text
-    if rationale:
-        body["rationale"] = rationale
-    result = app.api.post(f"/decisions/{app.api.segment(decision_id)}", body)
-    if as_json:
-        echo_json(result)
-    else:
-        click.echo(f"decision {result.get('id', decision_id)}: {result.get('status', '?')}")
+    answer_decision(app, f"/decisions/{app.api.segment(decision_id)}", chosen[0], choice=choice, text=text, rationale=rationale, as_json=as_json)

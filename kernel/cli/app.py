@@ -12,7 +12,7 @@ from .config import Config
 from .errors import Failure
 from .output import note
 
-__all__ = ["ID", "App", "Failure", "IdType", "json_id"]
+__all__ = ["ID", "App", "Failure", "IdType", "answer_decision", "json_id"]
 
 
 @dataclass
@@ -65,3 +65,22 @@ class IdType(click.ParamType):
 
 #: The click type of every id argument and option (tasks, projects, users…).
 ID = IdType()
+
+
+def answer_decision(app: App, path: str, action: str, *, choice: int | None, text: str | None, rationale: str | None, as_json: bool) -> None:
+    """POST an answer (``action`` with its ``choice`` / ``text`` / ``rationale``) to a decision
+    route (``/decisions/ID``, ``/escalations/ID``) and print the result."""
+    from .output import echo_json
+
+    body: dict[str, object] = {"action": action}
+    if choice is not None:
+        body["choice"] = choice
+    if text is not None:
+        body["text"] = text
+    if rationale:
+        body["rationale"] = rationale
+    result = app.api.post(path, body)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(f"decision {result.get('id', '?')}: {result.get('status', '?')}")

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from .app import App, json_id
+from .app import App, answer_decision, json_id
 from .errors import Failure
 from .output import Column, echo_json, fields, note, table
 
@@ -269,7 +269,7 @@ def escalations(ctx: click.Context, as_json: bool) -> None:
 @click.option("--approve", "action", flag_value="approve")
 @click.option("--reject", "action", flag_value="reject")
 @click.option("--choice", type=click.IntRange(1, 99), default=None, help="Pick option N.")
-@click.option("--text", default=None, help="Answer text (an ask, a check), or a rejected review's note.")
+@click.option("--text", "--answer", "text", default=None, help="Answer text (an ask, a check), or a rejected review's note (--answer, as in `elowen decide`).")
 @click.option("--rationale", "-r", default=None, help="Why (recorded).")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_obj
@@ -283,18 +283,7 @@ def escalations_answer(app: App, decision_id: str, action: str | None, choice: i
         chosen = action
     else:
         raise click.UsageError("give one of --approve, --reject, --choice N, --text T")
-    body: dict[str, Any] = {"action": chosen}
-    if choice is not None:
-        body["choice"] = choice
-    if text is not None:
-        body["text"] = text
-    if rationale:
-        body["rationale"] = rationale
-    result = app.api.post(f"/escalations/{app.api.segment(decision_id)}", body)
-    if as_json:
-        echo_json(result)
-    else:
-        click.echo(f"decision {result['id']}: {result['status']}")
+    answer_decision(app, f"/escalations/{app.api.segment(decision_id)}", chosen, choice=choice, text=text, rationale=rationale, as_json=as_json)
 
 
 # ---------------------------------------------------------------------------- ask
