@@ -221,6 +221,38 @@ def test_silent_stream_counts_as_dropped(browser: Any, stack: Stack) -> None:
     page.context.close()
 
 
+def test_event_during_a_slow_panel_refresh_is_not_lost(browser: Any, stack: Stack) -> None:
+    """A panel refresh still in flight when a new event arrives must be followed by another one,
+    swapped into the panel as it is then (not the element that existed when it started)."""
+    project = stack.project()
+    page = login(browser, stack)
+    page.goto(stack.web_url + "/kanban")
+    page.wait_for_selector("#conn[data-state=live]")
+    page.evaluate("""document.addEventListener('elowen:event', e => {
+        if (e.detail.type === 'task.created') { window.__created = true; } })""")
+    held: list[Any] = []
+
+    def hold_first(route: Any) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))  # answered now (before the task), delivered later
+
+    page.route("**/partials/kanban", hold_first)
+    page.evaluate("window.Elowen.resync()")
+    _until(lambda: held or page.wait_for_timeout(50), what="the first kanban refresh")
+    title = f"Mid-refresh {time.time_ns()}"
+    with stack.admin() as c:
+        c.post("/tasks", json={"title": title, "project_id": project}).raise_for_status()
+    page.wait_for_function("window.__created === true", timeout=10000)
+    route, response = held[0]
+    route.fulfill(response=response)
+    page.wait_for_selector(f"#kanban .task-card:has-text('{title}')", timeout=10000)
+    assert page.locator("#kanban").count() == 1
+    assert not page.errors
+    page.context.close()
+
+
 def test_daemon_restart_shows_reconnecting_then_resyncs_without_losing_events(browser: Any, stack: Stack) -> None:
     project = stack.project()
     board = login(browser, stack)

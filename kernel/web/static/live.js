@@ -26,6 +26,11 @@
 
   // ------------------------------------------------------------------ panels
   var panels = {};
+  // Each panel is fetched on its own and swapped into whatever element carries its id when the
+  // answer arrives (not the element that existed when the request started: an earlier swap may
+  // have replaced it). htmx.ajax is not used here: its requests share one element (body) and
+  // queue behind each other, so concurrent panel refreshes could be dropped or land in a
+  // detached element.
   function refresh(id) {
     var st = panels[id] || (panels[id] = { busy: false, again: false });
     if (st.busy) { st.again = true; return; }
@@ -37,7 +42,18 @@
       document.dispatchEvent(new CustomEvent("elowen:refreshed", { detail: { id: id } }));
       if (st.again) { st.again = false; refresh(id); }
     };
-    window.htmx.ajax("GET", el.dataset.src, { target: "#" + id, swap: el.dataset.swap || "outerHTML" }).then(done, done);
+    var src = el.dataset.src, swap = el.dataset.swap || "outerHTML";
+    fetch(src, { credentials: "same-origin", headers: { "HX-Request": "true", "X-CSRF-Token": csrf } })
+      .then(function (resp) {
+        var to = resp.headers.get("HX-Redirect");
+        if (to) { window.location.href = to; return null; }
+        return resp.ok ? resp.text() : null;  // an error keeps the panel as it is
+      })
+      .then(function (html) {
+        var target = document.getElementById(id);
+        if (html !== null && target) { window.htmx.swap(target, html, { swapStyle: swap }); }
+      })
+      .then(done, done);
   }
   function matches(patterns, type) {
     return patterns.split(",").some(function (p) {
