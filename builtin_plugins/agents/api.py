@@ -9,6 +9,8 @@
 ``POST /sessions/{name}/ticket``        ``{"input": bool}`` → ``{"ticket", "expires_in", "input"}``
 ``WS /sessions/{name}/terminal``        ``?ticket=…``: the initial capture, then live output;
                                         input frames are typed only with an input ticket
+                                        (raw key bytes, see :func:`type_bytes`); on a
+                                        read-only ticket they are read and dropped
 ``GET /decisions``                      ``?status=&task=&kind=&limit=&cursor=``
 ``GET /decisions/{id}``                 one decision
 ``POST /decisions/{id}``                ``{"action": approve|reject|choice|answer|escalate,
@@ -32,11 +34,34 @@ from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocket
 
 from .service import AgentsService, DecideError
 
-__all__ = ["routes"]
+__all__ = ["INPUT_CHUNK", "MAX_INPUT_FRAME", "routes", "type_bytes"]
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT = 16_384
+
+MAX_INPUT_FRAME = 65_536
+"""Largest terminal input frame typed (bytes, UTF-8); a larger one is dropped whole."""
+
+INPUT_CHUNK = 256
+"""Bytes per ``send-keys -H`` command (keeps each control-client command line short)."""
+
+
+async def type_bytes(tmux: Any, target: str, data: bytes) -> None:
+    """Write ``data`` to the pane at ``target`` (an exact target or pane id) byte for byte, as
+    if typed on its terminal: ``send-keys -H 1b 5b 41…`` (tmux >= 3.0; each hex value is
+    written to the pane unchanged). This is what a terminal emulator's keystrokes need: Enter
+    is ``\\r``, arrows and Escape are escape sequences, Ctrl-C is ``\\x03``, and a paste
+    arrives already bracketed by the browser's xterm.js when the program asked for bracketed
+    paste. The text path (``send_text``) would instead paste control characters through a
+    bracketed paste buffer, turning Enter into a newline in the composer.
+
+    Raises:
+        TmuxCommandError: tmux refused (e.g. no such pane).
+    """
+    for start in range(0, len(data), INPUT_CHUNK):
+        chunk = data[start : start + INPUT_CHUNK]
+        await tmux.command("send-keys", "-t", target, "-H", *(f"{b:02x}" for b in chunk))
 
 
 def _encode_cursor(last_id: int) -> str:
@@ -184,14 +209,15 @@ class _Api:
         await ws.accept()
         tmux = self.svc.tmux()
         target = row["pane_id"] or name
+        if grant.input:
+            self.svc.ctx.store.audit(f"user:{grant.user_id}", "agents.terminal_input", name, "ok", {"input": True})
         try:
             await ws.send(await tmux.capture(target, escapes=True))
             async with self.svc.supervisor.attach_lock:
                 stream = await tmux.open_stream(name)
             try:
                 async with trio.open_nursery() as nursery:
-                    if grant.input:
-                        nursery.start_soon(self._typed, ws, tmux, target)
+                    nursery.start_soon(self._inbound, ws, tmux, target if grant.input else None, name, nursery.cancel_scope)
                     async for event in stream:
                         if event.lost:
                             await ws.send(await tmux.capture(target, escapes=True))
@@ -207,12 +233,22 @@ class _Api:
                 await ws.close(1000)
 
     @staticmethod
-    async def _typed(ws: Any, tmux: Any, target: str) -> None:
-        while True:
-            data = await ws.receive()
-            text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-            if text:
-                await tmux.send_text(target, text, submit=False)
+    async def _inbound(ws: Any, tmux: Any, target: str | None, name: str, scope: trio.CancelScope) -> None:
+        """Read the client's frames until it goes away (then end the relay): typed into
+        ``target`` byte for byte, or dropped when ``target`` is ``None`` (a read-only ticket).
+        Frames are always read, so a read-only client that closes is noticed at once."""
+        try:
+            while True:
+                data = await ws.receive()
+                raw = data if isinstance(data, bytes) else str(data).encode("utf-8")
+                if target is None:
+                    log.debug("terminal of %s: dropped %d input bytes (read-only ticket)", name, len(raw))
+                elif len(raw) > MAX_INPUT_FRAME:
+                    log.warning("terminal of %s: dropped an input frame of %d bytes (max %d)", name, len(raw), MAX_INPUT_FRAME)
+                elif raw:
+                    await type_bytes(tmux, target, raw)
+        finally:
+            scope.cancel()
 
     # ---------------------------------------------------------------- decisions
 

@@ -18,6 +18,12 @@ a full-scope token (agent tokens get 403) and acts on the caller's own conversat
 ``GET  /brain/approvals``                   ``{"items": [pending approvals and questions]}``
 ``POST /brain/approvals/{id}``              ``{"decision": "allow"|"reject"}`` or ``{"answer": str}``
 ``GET  /brain/prefs`` / ``PATCH``           ``{"yolo": bool}`` — the persisted YOLO default
+``GET  /brain/channels``                    ``{"items": [your chat-platform links], "platforms":
+                                            [{name, plugin, state, error}]}``
+``POST /brain/channels/link``               ``{"code": "ABCD-EFGH"}`` → the link; 404
+                                            ``invalid_code`` (unknown, expired or used)
+``POST /brain/channels/unlink``             ``{"platform", "platform_user"}`` → ``{"unlinked":
+                                            true}``; 404 when you have no such link
 ==========================================  =====================================================
 
 Turn bodies: ``{"text": str, "max_turns"?: 1–500}`` (``max_turns``: the turn budget of a goal
@@ -240,6 +246,29 @@ def routes(service: BrainService) -> list[Route]:
             raise HTTPError(422, "validation_error", "yolo: a boolean")
         return service.set_yolo_default(me, yolo)
 
+    def list_channels(request: Request) -> dict[str, Any]:
+        return {"items": service.channel_links(_me(request)), "platforms": service.platforms.status()}
+
+    def link_channel(request: Request) -> dict[str, Any]:
+        me = _me(request)
+        code = _opt(_body(request), "code", str)
+        if not code or len(code) > 64:
+            raise HTTPError(422, "validation_error", "code: the link code the chat platform showed (e.g. ABCD-EFGH)")
+        try:
+            return service.link_channel(me, code)
+        except LookupError as exc:
+            raise HTTPError(404, "invalid_code", f"{exc}: send a new message on the platform for a fresh code") from None
+
+    def unlink_channel(request: Request) -> dict[str, Any]:
+        me = _me(request)
+        body = _body(request)
+        platform, platform_user = _opt(body, "platform", str), _opt(body, "platform_user", str)
+        if not platform or not platform_user:
+            raise HTTPError(422, "validation_error", "give platform and platform_user (as GET /brain/channels lists them)")
+        if not service.unlink_channel(me, platform, platform_user):
+            raise HTTPError(404, "not_found", f"no link of {platform}:{platform_user}")
+        return {"unlinked": True}
+
     return [
         Route("GET", "/brain/conversations", list_conversations, "List your brain conversations"),
         Route("POST", "/brain/conversations", create_conversation, "Create a brain conversation"),
@@ -255,4 +284,7 @@ def routes(service: BrainService) -> list[Route]:
         Route("POST", "/brain/approvals/{id}", decide, "Allow or reject a tool call, or answer a question"),
         Route("GET", "/brain/prefs", get_prefs, "Your brain preferences"),
         Route("PATCH", "/brain/prefs", patch_prefs, "Set your YOLO default"),
+        Route("GET", "/brain/channels", list_channels, "Your chat-platform links and the running platforms"),
+        Route("POST", "/brain/channels/link", link_channel, "Link a chat-platform sender to you with its link code"),
+        Route("POST", "/brain/channels/unlink", unlink_channel, "Forget one of your chat-platform links"),
     ]

@@ -1,9 +1,11 @@
 """Plugin glue: registers the builtin tools, the ``"brain"`` service, the routes, the
-``elowen`` executor and the worker watchdog; on load pauses goals left active by a restart and
-starts the brain worker."""
+``elowen`` executor, the worker watchdog and the platform loop; on load pauses goals left
+active by a restart, starts the brain worker and the chat platforms' adapters (see
+:mod:`.channels`), which then follow the ``platform`` contributions (``plugin.*`` events)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from elowen_sdk import Executor, Loop, Service, hookimpl
@@ -58,26 +60,37 @@ def register_loops(ctx: Any, register: Any) -> None:
     """The worker watchdog (every 1/4 of ``worker_stall_timeout``, at most 30 s)."""
     interval = min(30.0, max(0.05, float(ctx.config.get("worker_stall_timeout", 600)) / 4))
     register(Loop("brain.watchdog", interval, _service(ctx).worker.watchdog))
+    register(Loop("brain.channels", 5.0, functools.partial(_service(ctx).platforms.reconcile, force=False)))
 
 
 @hookimpl
 def on_load(ctx: Any) -> None:
-    """Pause goals a restart left active, expire stale approvals, start the worker loop."""
+    """Pause goals a restart left active, expire stale approvals, start the worker loop and
+    the platform adapters."""
     service = _service(ctx)
     service.on_start()
     ctx.start_soon(service.worker.run, name="brain.worker")
+    service.platforms.reconcile()
 
 
 @hookimpl
 def on_event(ctx: Any, event: Any) -> None:
-    """Wake the worker when a task is created or reopened."""
+    """Wake the worker when a task is created or reopened; follow platform plugins being
+    enabled or disabled."""
     if event.type in ("task.created", "task.updated"):
         service = _services.get(ctx.name)
         if service is not None and service.worker is not None:
             service.worker.wake()
+    elif event.type.startswith("plugin."):
+        service = _services.get(ctx.name)
+        if service is not None and service.ctx is ctx:
+            service.platforms.reconcile()
 
 
 @hookimpl
 async def on_unload(ctx: Any) -> None:
-    """Forget the service (its nursery, with running turns and workers, is already cancelled)."""
-    _services.pop(ctx.name, None)
+    """Forget the service (its nursery, with running turns, workers and platform adapters, is
+    already cancelled)."""
+    service = _services.pop(ctx.name, None)
+    if service is not None:
+        service.platforms.stop_all()

@@ -1,5 +1,5 @@
 -- The brain plugin's tables (applied by the kernel's Store.apply_plugin_schema).
--- schema-version: 1
+-- schema-version: 2
 
 -- A conversation with the brain. kind 'chat' (a user's) or 'task' (a brain worker's).
 CREATE TABLE IF NOT EXISTS brain_conversations (
@@ -80,3 +80,45 @@ CREATE TABLE IF NOT EXISTS brain_pending (
     decided_at       TEXT
 );
 CREATE INDEX IF NOT EXISTS brain_pending_user ON brain_pending (user_id, state, id);
+
+-- Chat platforms (channels.py): which platform sender is which Elowen user.
+CREATE TABLE IF NOT EXISTS brain_channel_links (
+    platform       TEXT    NOT NULL,           -- the Platform's name, e.g. 'webhook'
+    platform_user  TEXT    NOT NULL,           -- the platform's id of the sender
+    user_id        INTEGER NOT NULL,           -- users.id
+    created_at     TEXT    NOT NULL,
+    PRIMARY KEY (platform, platform_user)
+);
+CREATE INDEX IF NOT EXISTS brain_channel_links_user ON brain_channel_links (user_id);
+
+-- One-time link codes given to unlinked senders; only the SHA-256 of the code is kept.
+CREATE TABLE IF NOT EXISTS brain_channel_codes (
+    code_hash      TEXT    PRIMARY KEY,        -- hex SHA-256 of the normalized code
+    platform       TEXT    NOT NULL,
+    platform_user  TEXT    NOT NULL,
+    expires_at     REAL    NOT NULL,           -- seconds since the epoch
+    created_at     TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS brain_channel_codes_sender ON brain_channel_codes (platform, platform_user);
+
+-- upgrade to 2
+-- Chat platforms: sender links and link codes.
+-- Chat platforms (channels.py): which platform sender is which Elowen user.
+CREATE TABLE IF NOT EXISTS brain_channel_links (
+    platform       TEXT    NOT NULL,           -- the Platform's name, e.g. 'webhook'
+    platform_user  TEXT    NOT NULL,           -- the platform's id of the sender
+    user_id        INTEGER NOT NULL,           -- users.id
+    created_at     TEXT    NOT NULL,
+    PRIMARY KEY (platform, platform_user)
+);
+CREATE INDEX IF NOT EXISTS brain_channel_links_user ON brain_channel_links (user_id);
+
+-- One-time link codes given to unlinked senders; only the SHA-256 of the code is kept.
+CREATE TABLE IF NOT EXISTS brain_channel_codes (
+    code_hash      TEXT    PRIMARY KEY,        -- hex SHA-256 of the normalized code
+    platform       TEXT    NOT NULL,
+    platform_user  TEXT    NOT NULL,
+    expires_at     REAL    NOT NULL,           -- seconds since the epoch
+    created_at     TEXT    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS brain_channel_codes_sender ON brain_channel_codes (platform, platform_user);

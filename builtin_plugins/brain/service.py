@@ -5,6 +5,8 @@ Two ways to reach a conversation:
 
 * **pointer-based** (web dock, chat platforms): :meth:`BrainService.active` gives the user's
   active conversation; :meth:`BrainService.open` (opening one anywhere) moves the pointer.
+  A chat platform's message is a *channel turn* (:meth:`BrainService.channel_turn`, see
+  :mod:`.channels`): its sender is mapped to a user through a stored link.
 * **session-bound** (the CLI): the caller names the conversation id on every call; the call is
   checked against the owner (:class:`LookupError` otherwise, answered 404) and never moves the
   pointer. So two CLIs and the web hold independent conversations at once.
@@ -33,6 +35,7 @@ from elowen_builtins.inference.types import ToolSpec
 
 from . import goals as goal_rules
 from .approvals import ApprovalBroker
+from .channels import ChannelLinks, PlatformHost, run_channel_turn
 from .commands import CONTINUE, is_driving, run_command
 from .goals import GoalLimits, goal_prompt
 from .sentinels import parse_sentinels
@@ -66,6 +69,8 @@ class BrainService:
         self.db = BrainStore(ctx.store)
         self.sessions = SessionRegistry(self._publish)
         self.approvals = ApprovalBroker(self.db)
+        self.channels = ChannelLinks(ctx.store)
+        self.platforms = PlatformHost(self)
         self._tool_cache: dict[tuple[Any, ...], tuple[dict[str, Tool], list[ToolSpec]]] = {}
         self._tool_gen = -1
         self._fragments: tuple[int, str] = (-1, "")
@@ -478,3 +483,47 @@ class BrainService:
         """Persist the user's YOLO default."""
         self.db.set_pref(user_id, yolo=int(on))
         return self.db.prefs(user_id)
+
+    # -- chat platforms (channel turns) ------------------------------------------------------
+
+    async def channel_turn(self, platform: str, platform_user: str, text: str) -> list[str]:
+        """A message from a chat platform's sender → the reply texts: a link code for an
+        unlinked sender, else a pointer-based turn on the linked user's active conversation
+        (see :mod:`.channels`).
+
+        Raises:
+            ValueError: a bad ``platform_user`` or ``text``.
+        """
+        return await run_channel_turn(self, platform, platform_user, text)
+
+    def link_channel(self, user_id: int, code: str) -> dict[str, Any]:
+        """Confirm a link code: its sender becomes ``user_id``'s channel. Audited
+        (``brain.channel.link``, outcome ``ok`` or ``denied``).
+
+        Returns:
+            ``{"platform", "platform_user", "user_id", "created_at"}``.
+
+        Raises:
+            LookupError: unknown, expired or used code.
+        """
+        actor = f"user:{user_id}"
+        try:
+            link = self.channels.confirm(code, user_id)
+        except LookupError:
+            self.ctx.store.audit(actor, "brain.channel.link", "", "denied", {"reason": "unknown or expired code"})
+            raise
+        self.ctx.store.audit(actor, "brain.channel.link", f"{link['platform']}:{link['platform_user']}", "ok")
+        log.info("user %s linked %s:%s", user_id, link["platform"], link["platform_user"])
+        return link
+
+    def unlink_channel(self, user_id: int, platform: str, platform_user: str, *, actor: str = "user") -> bool:
+        """Forget the user's link of that sender (``False``: there was none). Audited
+        (``brain.channel.unlink``) with ``via`` ``user`` (the API) or ``channel`` (``/unlink``)."""
+        removed = self.channels.unlink(user_id, platform, platform_user)
+        if removed:
+            self.ctx.store.audit(f"user:{user_id}", "brain.channel.unlink", f"{platform}:{platform_user}", "ok", {"via": actor})
+        return removed
+
+    def channel_links(self, user_id: int) -> list[dict[str, Any]]:
+        """The user's links ``{platform, platform_user, user_id, created_at}``."""
+        return self.channels.links(user_id)

@@ -18,6 +18,9 @@ error (or a headless goal did not finish), as for every ``elowen`` command.
 * ``elowen chat --goal TEXT [--max-turns N]`` — headless goal in a new conversation; exits 0
   when the goal is done, 1 when it paused (budget, blocked…).
 * ``elowen chat --list [--json]`` — your conversations.
+* ``elowen chat --link CODE`` — link a chat-platform sender to you with the one-time code the
+  platform showed it (``POST /brain/channels/link``); its messages then reach your active
+  conversation.
 
 Tool-call approvals and questions are asked on the terminal when stdin is one; otherwise they
 stay pending (answer them in the web UI or with the API). Streaming uses stdlib
@@ -237,11 +240,19 @@ def _repl(app: App, cid: int) -> None:
 @click.option("--activate", is_flag=True, help="Also make the conversation your active one (moves the web dock's pointer).")
 @click.option("--goal", help="Run a goal headless in a new conversation.")
 @click.option("--max-turns", type=click.IntRange(1, 500), help="Turn budget of --goal.")
-@click.option("--json", "as_json", is_flag=True, help="JSON output (--list).")
+@click.option("--json", "as_json", is_flag=True, help="JSON output (--list, --link).")
+@click.option("--link", "link_code", metavar="CODE", help="Link a chat-platform sender to you with its one-time code.")
 @click.pass_obj
 def chat(app: App, message: str | None, model: str | None, list_: bool, open_id: int | None, new: bool, activate: bool,
-         goal: str | None, max_turns: int | None, as_json: bool) -> None:
-    """Chat with the brain (interactive unless -m, --goal or --list)."""
+         goal: str | None, max_turns: int | None, as_json: bool, link_code: str | None) -> None:
+    """Chat with the brain (interactive unless -m, --goal, --list or --link)."""
+    if link_code is not None:
+        link = app.api.post("/brain/channels/link", {"code": link_code})
+        if as_json:
+            echo_json(link)
+        else:
+            click.echo(f"linked {link['platform']}:{link['platform_user']} to you; its messages now reach your active conversation")
+        return
     if list_:
         items = app.api.get("/brain/conversations")["items"]
         echo_json(items) if as_json else table(items, COLUMNS)

@@ -1,4 +1,5 @@
-"""``elowen user add|list|grant|revoke|remove`` (admin)."""
+"""``elowen user add|list|grant|revoke|token|remove`` (admin) and ``elowen user passwd``
+(admin for anyone, a user for themselves)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,65 @@ def user_token(app: App, name: str) -> None:
     result = app.api.post(f"/users/{app.api.segment(record['id'])}/tokens")
     click.echo(f"token: {result.get('token')}")
     note("warning: this token is shown only once; store it now (e.g. in a password manager).")
+
+
+#: Password length the daemon accepts (``PUT /users/{id}/password``).
+PASSWORD_MIN, PASSWORD_MAX = 8, 1024
+
+
+def _password_ok(value: str) -> str:
+    if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX:
+        raise click.BadParameter(f"a password needs {PASSWORD_MIN} to {PASSWORD_MAX} characters")
+    return value
+
+
+def _passwords_from_stdin(need_current: bool) -> tuple[str, str | None]:
+    lines = click.get_text_stream("stdin").read().splitlines()
+    if not lines or not lines[0]:
+        raise Failure("--password-stdin: no password on standard input", 2)
+    try:
+        new = _password_ok(lines[0])
+    except click.BadParameter as exc:
+        raise Failure(f"--password-stdin: {exc.message}", 2) from None
+    if not need_current:
+        return new, None
+    if len(lines) < 2 or not lines[1]:
+        raise Failure("--password-stdin: you already have a password; give the current one on the second line", 2)
+    return new, lines[1]
+
+
+@user.command("passwd")
+@click.argument("name", required=False)
+@click.option("--password-stdin", "from_stdin", is_flag=True,
+              help="Read the new password from the first line of standard input (and, when changing your own, "
+                   "the current one from the second line) instead of prompting.")
+@click.option("--remove", is_flag=True, help="Remove the password instead: token login only.")
+@click.pass_obj
+def user_passwd(app: App, name: str | None, from_stdin: bool, remove: bool) -> None:
+    """Set the password of user NAME (admin), or your own without NAME, for logging in to the
+    web front end with name and password. Prompts twice without echo; the password is never an
+    argument."""
+    me = app.api.get("/users/me")
+    own = name is None or name == me.get("name")
+    record = me if own else _find(app, name)  # type: ignore[arg-type]
+    need_current = own and bool(record.get("has_password"))
+    path = f"/users/{app.api.segment(record['id'])}/password"
+    body: dict[str, Any] = {}
+    if from_stdin:
+        if remove:
+            lines = click.get_text_stream("stdin").read().splitlines() if need_current else []
+            current = lines[0] if lines else None
+        else:
+            body["password"], current = _passwords_from_stdin(need_current)
+    else:
+        current = click.prompt("Current password", hide_input=True) if need_current else None
+        if not remove:
+            body["password"] = click.prompt("New password", hide_input=True, value_proc=_password_ok,
+                                            confirmation_prompt="Repeat the new password")
+    if current is not None:
+        body["current"] = current
+    app.api.request("DELETE" if remove else "PUT", path, body=body)
+    click.echo(f"{record.get('name', name)}: password {'removed' if remove else 'set'}")
 
 
 @user.command("remove")

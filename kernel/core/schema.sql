@@ -10,7 +10,7 @@
 -- To change the schema: edit the complete schema above, bump the version, and append an
 -- "-- upgrade to N" section doing the same change to an existing database.
 --
--- version: 1
+-- version: 2
 
 -- The event bus's durable log (elowen.core.events). AUTOINCREMENT keeps ids increasing even
 -- after pruning, so an SSE Last-Event-ID never points at a reused id.
@@ -47,14 +47,16 @@ CREATE TABLE plugin_schemas (
 -- Daemon tables (elowen.daemon): users, tokens, projects, tasks.
 
 -- Users. allowed_execs / tool_grants: JSON lists of glob patterns / tool names; allowed_execs
--- NULL means "the daemon's [execs] allowed list, no further restriction".
+-- NULL means "the daemon's [execs] allowed list, no further restriction". password_hash: NULL
+-- (no password: token login only) or "scrypt$n$r$p$salt$hash" (elowen.daemon.passwords).
 CREATE TABLE users (
     id             INTEGER PRIMARY KEY,
     name           TEXT    NOT NULL UNIQUE,
     role           TEXT    NOT NULL CHECK (role IN ('admin', 'member')),
     allowed_execs  TEXT             CHECK (allowed_execs IS NULL OR json_valid(allowed_execs)),
     tool_grants    TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(tool_grants)),
-    created_at     TEXT    NOT NULL                -- UTC ISO 8601
+    created_at     TEXT    NOT NULL,               -- UTC ISO 8601
+    password_hash  TEXT
 );
 
 -- Projects: a folder on disk (path stored resolved).
@@ -125,6 +127,8 @@ CREATE TABLE task_progress (
 CREATE INDEX task_progress_task ON task_progress (task_id, id);
 
 -- API tokens, stored as sha256 hex of the token. scope 'agent' binds the token to one task.
+-- origin 'login': made by POST /auth/login (POST /auth/logout revokes only those); 'issued':
+-- every other token (user creation, POST /users/{id}/tokens, admin.token, agent tokens).
 CREATE TABLE tokens (
     id          INTEGER PRIMARY KEY,
     user_id     INTEGER REFERENCES users (id) ON DELETE CASCADE,
@@ -132,8 +136,14 @@ CREATE TABLE tokens (
     scope       TEXT    NOT NULL CHECK (scope IN ('full', 'agent')),
     task_id     INTEGER REFERENCES tasks (id) ON DELETE CASCADE,
     created_at  TEXT    NOT NULL,
+    origin      TEXT    NOT NULL DEFAULT 'issued' CHECK (origin IN ('issued', 'login')),
     CHECK ((scope = 'agent') = (task_id IS NOT NULL)),
     CHECK (scope = 'agent' OR user_id IS NOT NULL)
 );
 CREATE INDEX tokens_user ON tokens (user_id);
 CREATE INDEX tokens_task ON tokens (task_id);
+
+-- upgrade to 2
+-- User/password login: users may have a password; tokens made by POST /auth/login are marked.
+ALTER TABLE users ADD COLUMN password_hash TEXT;
+ALTER TABLE tokens ADD COLUMN origin TEXT NOT NULL DEFAULT 'issued' CHECK (origin IN ('issued', 'login'));

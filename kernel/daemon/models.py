@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .api import Body, Page
+from .passwords import MAX_LENGTH, MIN_LENGTH
 
 
 _PROJECT_NAME = re.compile(r"^[\w.\- ]+$")
@@ -48,6 +49,7 @@ Pattern = Annotated[str, Field(min_length=1, max_length=200)]
 Exec = Annotated[str, Field(min_length=1, max_length=300)]
 TaskId = Annotated[int, Field(ge=1, le=10**18 - 1)]
 Text = Annotated[str, Field(max_length=100_000)]
+Password = Annotated[str, Field(min_length=MIN_LENGTH, max_length=MAX_LENGTH, description="8–1024 characters")]
 Role = Literal["admin", "member"]
 TaskState = Literal["open", "in_progress", "blocked", "closed", "cancelled"]
 
@@ -66,6 +68,22 @@ class UserPatch(Body):
     role: Role | None = None
     allowed_execs: list[Pattern] | None = Field(None, max_length=100)
     tool_grants: list[Name] | None = Field(None, max_length=200)
+
+
+class PasswordSet(Body):
+    password: Password
+    current: Annotated[str, Field(max_length=MAX_LENGTH)] | None = Field(
+        None, description="your current password: required when you change your own and one is set")
+
+
+class PasswordRemove(Body):
+    current: Annotated[str, Field(max_length=MAX_LENGTH)] | None = Field(
+        None, description="your current password: required when you remove your own")
+
+
+class Login(Body):
+    name: Name
+    password: Annotated[str, Field(min_length=1, max_length=MAX_LENGTH)]
 
 
 class UserProject(Body):
@@ -158,6 +176,7 @@ class UserOut(Out):
     tool_grants: list[str]
     projects: list[int]
     created_at: str
+    has_password: bool = Field(description="whether the user may log in with name and password")
 
 
 class UserCreated(Out):
@@ -167,6 +186,20 @@ class UserCreated(Out):
 
 class TokenOut(Out):
     token: str
+
+
+class PasswordState(Out):
+    id: int
+    has_password: bool
+
+
+class LoginOut(Out):
+    token: str = Field(description="a new full token for the user (shown once); revoke it with POST /auth/logout")
+    user: UserOut
+
+
+class LoggedOut(Out):
+    revoked: bool
 
 
 class ProjectOut(Out):

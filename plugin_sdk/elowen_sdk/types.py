@@ -66,7 +66,18 @@ class PromptFragment:
 
 @dataclass(frozen=True, slots=True)
 class Platform:
-    """A chat platform adapter (Discord, WhatsApp, …). ``factory(ctx)`` returns the adapter."""
+    """A chat platform adapter (Discord, WhatsApp, a webhook, …), run by the brain.
+
+    The brain calls ``factory(gateway)`` (sync or async) when the plugin is enabled; it returns
+    the adapter. ``gateway`` offers ``platform`` (this name) and ``await gateway.turn(
+    platform_user, text) -> list[str]``: one message from the platform's sender ``platform_user``
+    in, the reply texts out (a link code for an unlinked sender; approval prompts ask for
+    ``/allow N`` / ``/reject N``). If the adapter has ``async def run()``, it runs in the
+    brain's nursery until the plugin (or the brain) is disabled, which cancels it; then its
+    optional ``aclose()``/``close()`` is called and ``gateway.turn`` raises ``RuntimeError``.
+    Capture your own ``ctx`` from ``register_platforms(ctx, register)`` in the factory. See
+    ``docs/plugins.md`` ("Chat platforms").
+    """
 
     name: str
     factory: Handler

@@ -1,17 +1,42 @@
-"""``/users``: the caller, user management (admin), tokens and project memberships."""
+"""``/users``: the caller, user management (admin), passwords, tokens and project
+memberships; ``/auth``: user/password login and logout."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import trio
+from quart import Response
+
 from ..api import Api, Page, decode_cursor, paginate
 from ..auth import Principal
-from ..errors import Conflict, NotFound
-from ..models import TokenOut, TokensRevoked, UserCreate, UserCreated, UserDeleted, UserOut, UserPatch, UserProject, list_of
-from ..services.users import LastAdmin, UserExists, UserNotFound
-from ..state import current
+from ..errors import Conflict, Forbidden, NotFound, Unauthorized, error_response
+from ..models import (
+    LoggedOut,
+    Login,
+    LoginOut,
+    PasswordRemove,
+    PasswordSet,
+    PasswordState,
+    TokenOut,
+    TokensRevoked,
+    UserCreate,
+    UserCreated,
+    UserDeleted,
+    UserOut,
+    UserPatch,
+    UserProject,
+    list_of,
+)
+from ..passwords import hash_password
+from ..services.users import LastAdmin, UserExists, UserNotFound, UserService, WrongPassword
+from ..state import DaemonState, current
 
 api = Api("users")
+
+#: The one answer to a failed login, whatever failed (unknown name, no password, wrong
+#: password): no user enumeration.
+LOGIN_FAILED = "wrong name or password"
 
 
 @api.route("GET", "/users/me", summary="The calling user", response=UserOut)
@@ -124,3 +149,133 @@ async def remove_user_project(me: Principal, user_id: int, project_id: int) -> d
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.project.remove", f"user:{user_id}", "ok", {"project_id": project_id})
     return user
+
+
+# ---------------------------------------------------------------- passwords and login
+
+
+def _too_many(wait: int) -> Response:
+    return error_response(429, "too_many_attempts", f"too many failed attempts; try again in {wait} s",
+                          {"Retry-After": str(wait)})
+
+
+async def _check_own_password(state: DaemonState, me: Principal, user_id: int, current_password: str | None,
+                              action: str) -> Response | None:
+    """For a user changing their own password: the current one must match (throttled like a
+    login, by the user's name). Returns a 429 response to answer, or ``None`` to go on.
+
+    Raises:
+        NotFound: no such user. Forbidden: the current password is missing or wrong.
+    """
+    users = state.users
+    try:
+        stored = users.password_hash(user_id)
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    if stored is None:
+        return None
+    if current_password is None:
+        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied", {"reason": "current_password_required"})
+        raise Forbidden("give your current password (\"current\") to change it", code="current_password_required")
+    wait = users.throttle.retry_after(me.name)
+    if wait is not None:
+        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied", {"reason": "throttled"})
+        return _too_many(wait)
+    users.throttle.failed(me.name)  # counted before the slow check: parallel guesses see it
+    try:
+        await trio.to_thread.run_sync(UserService.check_current, stored, current_password, limiter=users.hash_limiter)
+    except WrongPassword as exc:
+        reason = "current_password_required" if exc.missing else "wrong_password"
+        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied", {"reason": reason})
+        raise Forbidden(str(exc), code=reason) from None
+    users.throttle.succeeded(me.name)
+    return None
+
+
+def _may_change_password(me: Principal, user_id: int) -> bool:
+    own = user_id == me.user_id
+    if not own and not me.is_admin:
+        raise Forbidden("only an admin may change another user's password", code="admin_only")
+    return own
+
+
+@api.route("PUT", "/users/<id:user_id>/password", summary="Set a user's password (admins: anyone's; a user: their own)",
+           body=PasswordSet, response=PasswordState, errors=(404, 429))
+async def set_password(me: Principal, user_id: int, body: PasswordSet) -> Any:
+    state = current()
+    own = _may_change_password(me, user_id)
+    if own:
+        refused = await _check_own_password(state, me, user_id, body.current, "user.password.set")
+        if refused is not None:
+            return refused
+    stored = await trio.to_thread.run_sync(hash_password, body.password, limiter=state.users.hash_limiter)
+    try:
+        state.users.store_password_hash(user_id, stored)
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    state.kernel.store.audit(me.actor, "user.password.set", f"user:{user_id}", "ok", {"own": own})
+    return {"id": user_id, "has_password": True}
+
+
+@api.route("DELETE", "/users/<id:user_id>/password",
+           summary="Remove a user's password: token login only (admins: anyone's; a user: their own)",
+           body=PasswordRemove, response=PasswordState, errors=(404, 429))
+async def remove_password(me: Principal, user_id: int, body: PasswordRemove) -> Any:
+    state = current()
+    own = _may_change_password(me, user_id)
+    if own:
+        refused = await _check_own_password(state, me, user_id, body.current, "user.password.remove")
+        if refused is not None:
+            return refused
+    try:
+        state.users.store_password_hash(user_id, None)
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    state.kernel.store.audit(me.actor, "user.password.remove", f"user:{user_id}", "ok", {"own": own})
+    return {"id": user_id, "has_password": False}
+
+
+@api.route("POST", "/auth/login", summary="Log in with name and password: a new token for the user", auth="public",
+           body=Login, response=LoginOut, errors=(401, 429))
+async def login(body: Login) -> Any:
+    """Failures (unknown name, no password, wrong password) all answer 401 with one message;
+    5 failures for a name within 60 s answer 429 ``too_many_attempts`` with ``Retry-After``
+    until the window passes (see :mod:`elowen.daemon.throttle`). Every attempt is audited
+    (``auth.login``; the password never is)."""
+    state = current()
+    users, store = state.users, state.kernel.store
+    wait = users.throttle.retry_after(body.name)
+    if wait is not None:
+        store.audit("anonymous", "auth.login", "", "denied", {"name": body.name, "reason": "throttled"})
+        return _too_many(wait)
+    users.throttle.failed(body.name)  # counted before the slow check: parallel guesses see it
+    row = users.login_row(body.name)
+    stored = row["password_hash"] if row is not None else None
+    ok, fresh = await trio.to_thread.run_sync(UserService.verify_login, body.password, stored, limiter=users.hash_limiter)
+    if not ok or row is None:
+        reason = "unknown_user" if row is None else "no_password" if stored is None else "wrong_password"
+        target = f"user:{row['id']}" if row is not None else ""
+        store.audit("anonymous", "auth.login", target, "denied", {"name": body.name, "reason": reason})
+        raise Unauthorized(LOGIN_FAILED, code="login_failed")
+    user_id = int(row["id"])
+    try:
+        if fresh is not None:
+            users.upgrade_password_hash(user_id, stored, fresh)  # type: ignore[arg-type]  # fresh implies stored
+        token = users.issue_login_token(user_id)
+    except UserNotFound:  # deleted while its password was being checked
+        store.audit("anonymous", "auth.login", f"user:{user_id}", "denied", {"name": body.name, "reason": "unknown_user"})
+        raise Unauthorized(LOGIN_FAILED, code="login_failed") from None
+    users.throttle.succeeded(body.name)
+    store.audit(f"user:{user_id}", "auth.login", f"user:{user_id}", "ok", {"name": body.name, "rehashed": fresh is not None})
+    return {"token": token, "user": users.get(user_id)}
+
+
+@api.route("POST", "/auth/logout", summary="Log out: revoke the calling token if POST /auth/login made it",
+           response=LoggedOut)
+async def logout(me: Principal) -> dict[str, Any]:
+    """Only login tokens are revoked (``revoked: true``); a token made any other way (by an
+    admin, ``admin.token``) stays valid (``revoked: false``)."""
+    state = current()
+    revoked = state.users.revoke_login_token(me.token_id)
+    state.kernel.store.audit(me.actor, "auth.logout", f"user:{me.user_id}", "ok", {"revoked": revoked})
+    return {"revoked": revoked}

@@ -1,4 +1,4 @@
-"""Users and their project memberships (the REST routes check who may call these)."""
+"""Users, their passwords and project memberships (the REST routes check who may call these)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import trio
+
 from elowen.core.store import Store, utc_iso
 
-from ..auth import Access, issue_token
+from ..auth import Access, hash_token, issue_token, new_token
+from ..passwords import hash_password, needs_rehash, verify_password
+from ..throttle import LoginThrottle
 
-__all__ = ["LastAdmin", "UserExists", "UserNotFound", "UserService"]
+__all__ = ["LastAdmin", "UserExists", "UserNotFound", "UserService", "WrongPassword"]
 
-_COLUMNS = "id, name, role, allowed_execs, tool_grants, created_at"
+_COLUMNS = "id, name, role, allowed_execs, tool_grants, created_at, password_hash IS NOT NULL AS has_password"
 
 
 class UserNotFound(LookupError):
@@ -27,6 +31,18 @@ class LastAdmin(Exception):
     """The change would leave no admin."""
 
 
+class WrongPassword(Exception):
+    """The current password given to change one's own password is missing or wrong.
+
+    Attributes:
+        missing: no current password was given.
+    """
+
+    def __init__(self, message: str, *, missing: bool) -> None:
+        super().__init__(message)
+        self.missing = missing
+
+
 def _record(row: dict[str, Any], projects: list[int]) -> dict[str, Any]:
     return {
         "id": row["id"],
@@ -36,15 +52,28 @@ def _record(row: dict[str, Any], projects: list[int]) -> dict[str, Any]:
         "tool_grants": json.loads(row["tool_grants"]),
         "projects": projects,
         "created_at": row["created_at"],
+        "has_password": bool(row["has_password"]),
     }
 
 
 class UserService:
-    """Create, list and change users; issue their tokens; manage ``user_projects``."""
+    """Create, list and change users; set and check their passwords; issue their tokens;
+    manage ``user_projects``.
+
+    Attributes:
+        throttle: failed logins per name (in memory), used by ``POST /auth/login``.
+        hash_limiter: worker threads hashing passwords at once (scrypt takes 16 MiB each, so a
+            burst of logins must not take the default 40 threads).
+    """
+
+    #: Password hashes computed at once.
+    HASH_THREADS = 2
 
     def __init__(self, store: Store, access: Access) -> None:
         self.store = store
         self.access = access
+        self.throttle = LoginThrottle()
+        self.hash_limiter = trio.CapacityLimiter(self.HASH_THREADS)
 
     def _projects(self, ids: Sequence[int]) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {i: [] for i in ids}
@@ -57,7 +86,8 @@ class UserService:
         return out
 
     def get(self, user_id: int) -> dict[str, Any]:
-        """The user record ``{id, name, role, allowed_execs, tool_grants, projects, created_at}``.
+        """The user record ``{id, name, role, allowed_execs, tool_grants, projects, created_at,
+        has_password}``.
 
         Raises:
             UserNotFound.
@@ -117,6 +147,83 @@ class UserService:
                 assignments = ", ".join(f"{k} = ?" for k in sets)
                 self.store.execute(f"UPDATE users SET {assignments} WHERE id = ?", (*sets.values(), user_id))
         return self.get(user_id)
+
+    # -- passwords (the static methods run scrypt, ~50 ms: call them from a worker thread) -----
+
+    def password_hash(self, user_id: int) -> str | None:
+        """The stored hash of the user's password, ``None`` if it has none.
+
+        Raises:
+            UserNotFound.
+        """
+        row = self.store.query_one("SELECT password_hash FROM users WHERE id = ?", (user_id,))
+        if row is None:
+            raise UserNotFound(f"user {user_id} not found")
+        return row["password_hash"]
+
+    def store_password_hash(self, user_id: int, stored: str | None) -> None:
+        """Store a hash made by :func:`elowen.daemon.passwords.hash_password` (``None``: remove
+        the password; the user logs in with a token only).
+
+        Raises:
+            UserNotFound.
+        """
+        if not self.store.execute("UPDATE users SET password_hash = ? WHERE id = ?", (stored, user_id)):
+            raise UserNotFound(f"user {user_id} not found")
+
+    def upgrade_password_hash(self, user_id: int, old: str, new: str) -> bool:
+        """Replace hash ``old`` by ``new`` (same password, today's parameters) unless the
+        password changed meanwhile; returns whether it did."""
+        return bool(self.store.execute("UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?", (new, user_id, old)))
+
+    @staticmethod
+    def check_current(stored: str | None, current: str | None) -> None:
+        """For a user changing their own password: ``current`` must match ``stored`` when a
+        password is set (runs scrypt: call from a worker thread).
+
+        Raises:
+            WrongPassword: ``current`` is missing or does not match.
+        """
+        if stored is None:
+            return
+        if current is None:
+            raise WrongPassword("give your current password (\"current\") to change it", missing=True)
+        if not verify_password(current, stored):
+            raise WrongPassword("the current password is wrong", missing=False)
+
+    def login_row(self, name: str) -> dict[str, Any] | None:
+        """``{id, password_hash}`` of the user called ``name``, or ``None``."""
+        return self.store.query_one("SELECT id, password_hash FROM users WHERE name = ?", (name,))
+
+    @staticmethod
+    def verify_login(password: str, stored: str | None) -> tuple[bool, str | None]:
+        """Check ``password`` against ``stored`` (``None``: no such user or no password; the same
+        work is done). Returns ``(ok, fresh)`` where ``fresh`` is a new hash to store when the
+        old one was made with outdated parameters. Runs scrypt: call from a worker thread."""
+        ok = verify_password(password, stored)
+        fresh = hash_password(password) if ok and stored is not None and needs_rehash(stored) else None
+        return ok, fresh
+
+    def issue_login_token(self, user_id: int) -> str:
+        """A new full token for the user, marked ``origin = 'login'`` (what ``POST /auth/login``
+        answers; ``POST /auth/logout`` revokes it). Returns it, the only time it exists in clear.
+
+        Raises:
+            UserNotFound.
+        """
+        with self.store.transaction():
+            self.get(user_id)
+            token = new_token()
+            self.store.execute(
+                "INSERT INTO tokens (user_id, hash, scope, task_id, created_at, origin) VALUES (?, ?, 'full', NULL, ?, 'login')",
+                (user_id, hash_token(token), utc_iso()),
+            )
+        return token
+
+    def revoke_login_token(self, token_id: int) -> bool:
+        """Delete token ``token_id`` if ``POST /auth/login`` made it; returns whether it did
+        (other tokens are left alone: logging out of a web session never breaks a CLI token)."""
+        return bool(self.store.execute("DELETE FROM tokens WHERE id = ? AND origin = 'login'", (token_id,)))
 
     def new_token(self, user_id: int) -> str:
         """Issue another full token for the user.

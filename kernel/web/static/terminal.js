@@ -1,40 +1,93 @@
 /* The live terminal of a task's agent: xterm.js fed by the web front end's WebSocket relay
- * (WS /terminal/<session>?input=0|1). The first frame says whether typing is allowed. */
+ * (WS /terminal/<session>?input=0|1). The first frame is a JSON line {"input": bool} saying
+ * whether the server lets this connection type; the bytes xterm.js produces for each key
+ * (Enter = "\r", arrows = escape sequences, pastes bracketed when the agent asked for it) are
+ * sent as they are and typed into the agent's tmux pane byte for byte.
+ *
+ * Input is only ever offered to admins and the task's owner (data-can-type="1"); they get an
+ * "Allow typing" toggle button (aria-pressed). Switching it reconnects with a new ticket of the
+ * other kind, so a read-only connection can never type, whatever the page does. */
 (function () {
   "use strict";
   var box = document.getElementById("terminal");
   if (!box || !window.Terminal) { return; }
-  var wantInput = box.dataset.input === "1";
+  var canType = box.dataset.canType === "1";
+  var wantInput = canType && box.dataset.input === "1";
   var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, convertEol: true, disableStdin: true, cursorBlink: false,
                                    scrollback: 2000, theme: { background: "#14161a" } });
   term.open(box);
   var mode = document.getElementById("term-mode");
+  var toggle = document.getElementById("term-input");
   var ws = null;
   var input = false;
   var closedByPage = false;
+  var retry = null;
+  var refused = false;
+
+  function show() {
+    box.dataset.input = input ? "1" : "0";
+    if (toggle) { toggle.setAttribute("aria-pressed", wantInput ? "true" : "false"); }
+    if (!mode) { return; }
+    if (input) { mode.textContent = "You may type into this agent."; }
+    else if (refused) { mode.textContent = "Read-only: the daemon did not allow typing into this agent."; }
+    else if (canType) { mode.textContent = "Read-only. Press \u201cAllow typing\u201d to type into this agent."; }
+    else { mode.textContent = "Read-only: only an admin or the task's owner may type into this agent."; }
+  }
 
   function connect() {
+    retry = null;
     var scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    ws = new WebSocket(scheme + location.host + "/terminal/" + encodeURIComponent(box.dataset.session) + "?input=" + (wantInput ? "1" : "0"));
-    ws.binaryType = "arraybuffer";
+    var sock = new WebSocket(scheme + location.host + "/terminal/" + encodeURIComponent(box.dataset.session) + "?input=" + (wantInput ? "1" : "0"));
+    ws = sock;
+    sock.binaryType = "arraybuffer";
     var first = true;
-    ws.onmessage = function (m) {
+    sock.onmessage = function (m) {
+      if (sock !== ws) { return; }
       if (first && typeof m.data === "string" && m.data.charAt(0) === "{") {
         first = false;
         try { input = !!JSON.parse(m.data).input; } catch (e) { input = false; }
+        refused = wantInput && !input;  // the daemon did not grant input after all
+        if (refused) { wantInput = false; }
+        term.reset();  // the daemon sends the whole screen next: draw it on a clean terminal
         term.options.disableStdin = !input;
-        if (mode) { mode.textContent = input ? "You may type into this agent." : "Read-only."; }
+        show();
         return;
       }
       first = false;
       term.write(typeof m.data === "string" ? m.data : new Uint8Array(m.data));
     };
-    ws.onclose = function () {
-      if (!closedByPage) { box.dataset.connected = "0"; setTimeout(connect, 2000); }
+    sock.onclose = function () {
+      if (sock !== ws) { return; }  // replaced on purpose (the toggle)
+      input = false;
+      term.options.disableStdin = true;
+      box.dataset.connected = "0";
+      show();
+      if (!closedByPage && retry === null) { retry = setTimeout(connect, 2000); }
     };
-    ws.onopen = function () { box.dataset.connected = "1"; };
+    sock.onopen = function () { if (sock === ws) { box.dataset.connected = "1"; } };
   }
+
+  function reconnect() {
+    if (retry !== null) { clearTimeout(retry); retry = null; }
+    var old = ws;
+    ws = null;
+    input = false;
+    term.options.disableStdin = true;
+    box.dataset.connected = "0";
+    if (old) { old.close(); }
+    connect();
+  }
+
   term.onData(function (d) { if (input && ws && ws.readyState === 1) { ws.send(d); } });
+  if (toggle) {
+    toggle.addEventListener("click", function () {
+      wantInput = !wantInput;
+      refused = false;
+      show();
+      reconnect();
+      if (wantInput) { term.focus(); }
+    });
+  }
   window.addEventListener("pagehide", function () { closedByPage = true; if (ws) { ws.close(); } });
   connect();
 })();

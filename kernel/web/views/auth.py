@@ -1,20 +1,29 @@
 """Login and logout.
 
-The daemon has no passwords: a user logs in with a daemon token (``elowen user add``
-prints one; the admin's is in ``$ELOWEN_HOME/admin.token``). The token is checked with
-``GET /users/me`` and kept server-side; the browser gets a session cookie only.
+Two ways in, one session:
+
+* **token** (form field ``token``): a daemon token (``elowen user add`` prints one; the
+  admin's is in ``$ELOWEN_HOME/admin.token``), checked with ``GET /users/me``;
+* **name and password** (form fields ``via=password``, ``name``, ``password``): the BFF calls
+  the daemon's ``POST /auth/login``, which answers a new token and the user record.
+
+Either way the token is kept server-side (:mod:`elowen.web.sessions`); the browser gets a
+session cookie only. Logout calls ``POST /auth/logout`` with the session's token: the daemon
+revokes it only when ``POST /auth/login`` made it, so a token pasted into the form stays valid.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from typing import Any
 
 from quart import Blueprint, redirect, render_template, request
 
 from ..security import session_or_none, set_session_cookie
 from ..sessions import COOKIE_NAME
 from ..state import web_state
-from ..upstream import DaemonDown
+from ..upstream import DaemonDown, Reply
 
 __all__ = ["bp", "safe_next"]
 
@@ -23,6 +32,21 @@ log = logging.getLogger(__name__)
 bp = Blueprint("auth", __name__)
 
 MAX_TOKEN = 200
+#: Longest name and password the daemon accepts (``POST /auth/login``).
+MAX_NAME = 100
+MAX_PASSWORD = 1024
+
+_DAEMON_DOWN = "The Elowen daemon is not answering. Start it with `elowen up`, then try again."
+_SECONDS = re.compile(r"(\d+)\s*s\b")
+
+
+class _Refused(Exception):
+    """A login that failed: ``message`` for the page, ``status`` for the answer."""
+
+    def __init__(self, message: str, status: int = 401) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
 
 
 def safe_next(target: str | None) -> str:
@@ -32,34 +56,66 @@ def safe_next(target: str | None) -> str:
     return target
 
 
+async def _with_token(token: str) -> tuple[str, dict[str, Any]]:
+    if not token or len(token) > MAX_TOKEN:
+        raise _Refused("Enter your Elowen token.")
+    try:
+        reply = await web_state().daemon.call(token, "GET", "/users/me")
+    except DaemonDown:
+        raise _Refused(_DAEMON_DOWN, 503) from None
+    if reply.status == 401:
+        raise _Refused("That token was not accepted.")
+    if not reply.ok or not isinstance(reply.body, dict):
+        raise _Refused(f"The daemon refused the login: {reply.error_message()}")
+    return token, reply.body
+
+
+def _throttled(reply: Reply) -> str:
+    found = _SECONDS.search(reply.error_message())
+    wait = f"{found.group(1)} seconds" if found else "a minute"
+    return f"Too many failed attempts for this name. Wait {wait}, then try again."
+
+
+async def _with_password(name: str, password: str) -> tuple[str, dict[str, Any]]:
+    if not name or not password or len(name) > MAX_NAME or len(password) > MAX_PASSWORD:
+        raise _Refused("Enter your name and password.")
+    try:
+        reply = await web_state().daemon.call(None, "POST", "/auth/login", json={"name": name, "password": password})
+    except DaemonDown:
+        raise _Refused(_DAEMON_DOWN, 503) from None
+    if reply.status in (401, 422):  # 422: a name the daemon cannot have; same answer, no hint
+        raise _Refused("Wrong name or password.")
+    if reply.status == 429:
+        raise _Refused(_throttled(reply), 429)
+    body = reply.body
+    if not reply.ok or not isinstance(body, dict) or not isinstance(body.get("token"), str) or not isinstance(body.get("user"), dict):
+        raise _Refused(f"The daemon refused the login: {reply.error_message()}")
+    return body["token"], body["user"]
+
+
 @bp.route("/login", methods=["GET", "POST"])
 async def login() -> object:
-    """GET: the form. POST ``token`` (form field): check it with the daemon, start a session."""
+    """GET: the form. POST: ``token``, or ``via=password`` with ``name`` and ``password``;
+    checked with the daemon, then a fresh session (401, 429 or 503 with the form again)."""
     if request.method == "GET":
         if session_or_none() is not None:
             return redirect("/")
-        return await render_template("login.html", error=None, next=safe_next(request.args.get("next")))
+        return await render_template("login.html", error=None, via="token", name="", next=safe_next(request.args.get("next")))
     form = await request.form
-    token = (form.get("token") or "").strip()
     target = safe_next(form.get("next"))
-    error = None
-    if not token or len(token) > MAX_TOKEN:
-        error = "Enter your Elowen token."
-    else:
-        try:
-            reply = await web_state().daemon.call(token, "GET", "/users/me")
-        except DaemonDown:
-            error = "The Elowen daemon is not answering. Start it with `elowen up`, then try again."
+    via = "password" if form.get("via") == "password" else "token"
+    name = (form.get("name") or "").strip()
+    try:
+        if via == "password":
+            token, user = await _with_password(name, form.get("password") or "")
         else:
-            if reply.status == 401:
-                error = "That token was not accepted."
-            elif not reply.ok or not isinstance(reply.body, dict):
-                error = f"The daemon refused the login: {reply.error_message()}"
-    if error is not None:
-        return await render_template("login.html", error=error, next=target), 401
+            token, user = await _with_token((form.get("token") or "").strip())
+    except _Refused as refused:
+        page = await render_template("login.html", error=refused.message, via=via, name=name[:MAX_NAME], next=target)
+        return page, refused.status
     web_state().sessions.drop(request.cookies.get(COOKIE_NAME))
-    session = web_state().sessions.create(token, reply.body)
-    log.info("web login: user %s", reply.body.get("name"))
+    session = web_state().sessions.create(token, user)
+    log.info("web login (%s): user %s", via, user.get("name"))
     resp = redirect(target)
     set_session_cookie(resp, session.id)
     return resp
@@ -67,8 +123,18 @@ async def login() -> object:
 
 @bp.post("/logout")
 async def logout() -> object:
-    """End the session (the CSRF check applies: a foreign page cannot log you out)."""
+    """End the session (the CSRF check applies: a foreign page cannot log you out) and ask the
+    daemon to revoke its token (it does only for a token made by a password login)."""
+    session = session_or_none()
     web_state().sessions.drop(request.cookies.get(COOKIE_NAME))
+    if session is not None:
+        try:
+            reply = await web_state().daemon.call(session.token, "POST", "/auth/logout")
+        except DaemonDown:
+            log.warning("web logout: the daemon is not answering; user %s's login token stays valid", session.user.get("name"))
+        else:
+            if not reply.ok and reply.status != 401:  # 401: already revoked
+                log.warning("web logout: the daemon refused to revoke the token: %s", reply.error_message())
     resp = redirect("/login")
     set_session_cookie(resp, None)
     if request.headers.get("HX-Request") == "true":

@@ -5,7 +5,9 @@ daemon for a single-use ticket (``POST /sessions/<session>/ticket {"input": bool
 granted only to admins and the task's owner — otherwise the terminal falls back to
 read-only) → ``WS /sessions/<session>/terminal?ticket=…`` on the daemon. Frames are relayed
 both ways unchanged; the first frame to the browser is a JSON line ``{"input": bool}`` saying
-whether typing is allowed.
+whether typing is allowed. On a read-only connection the browser's frames are read and dropped
+here (and the daemon, holding a read-only ticket, would drop them too). The page's "Allow
+typing" toggle (``static/terminal.js``) switches by reconnecting with the other ``input=``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,444 @@
+"""Channel turns: how chat platforms (a webhook, Discord, Matrix, …) reach the brain.
+
+A plugin contributes a :class:`elowen_sdk.Platform` (``register_platforms``). For each one the
+brain starts its adapter — ``adapter = factory(gateway)`` (sync or async) — where ``gateway``
+is a :class:`ChannelGateway` bound to that platform; then, if the adapter has one, ``await
+adapter.run()`` in the brain's nursery under the platform's own cancel scope. Disabling the
+platform plugin (or the brain) cancels ``run`` and closes the gateway; a reconfigured plugin
+contributes a new ``Platform`` object and gets a fresh adapter. ``run`` returning (or raising)
+ends the platform too: its gateway closes until the plugin is enabled again. An optional
+``aclose()`` (or ``close()``) on the adapter is called after ``run`` ends.
+
+The adapter speaks to the brain through one call::
+
+    replies: list[str] = await gateway.turn(platform_user, text)
+
+``platform_user`` is the platform's stable id of the sender (a chat or user id; 1–200
+characters), ``text`` the message. The replies are the texts to show the sender, in order.
+
+* An **unlinked** sender gets one reply carrying a fresh **link code** (8 characters, shown as
+  ``ABCD-EFGH``; valid :data:`CODE_TTL` seconds; single use; a new message replaces the old
+  code). A signed-in Elowen user confirms it (``POST /brain/channels/link {"code"}`` or
+  ``elowen chat --link CODE``); from then on the sender's messages are that user's turns.
+* A **linked** sender's message is a pointer-based turn on the user's active conversation —
+  the same conversation the web dock shows, through the same pipeline (slash commands, tools,
+  approvals). The replies are the assistant's texts, command replies, errors and goal news.
+* A tool call that needs approval (or an ``ask_user`` question) ends the call early: the last
+  reply is the prompt with how to answer — ``/allow N``, ``/reject N`` or ``/answer N TEXT``.
+  The turn waits; the sender's answer (through ``gateway.turn`` again) decides it and returns
+  what the turn said next. Answering on the web instead works too; the rest of that turn is
+  then shown on the web only.
+* Channel commands: ``/allow N``, ``/reject N``, ``/answer N TEXT``, ``/abort`` (stop the
+  running turn) and ``/unlink`` (forget the link). Everything else starting with ``/`` goes to
+  the brain's own commands (``/goal …``, ``/yolo …``, ``/help``).
+
+A call returns when the turn ends or waits for the user, which may take minutes (tool calls,
+goal turns): adapters call it from their own task, never from a request handler that must
+answer fast. It raises :class:`ChannelClosed` once the platform was stopped, and
+:class:`ValueError` for a bad ``platform_user`` or ``text``.
+
+Links live in ``brain_channel_links``, codes (SHA-256 of the code only) in
+``brain_channel_codes``. Linking and unlinking are audited (``brain.channel.link`` /
+``brain.channel.unlink``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import trio
+from elowen.core.store import Store, utc_iso
+
+if TYPE_CHECKING:
+    from .service import BrainService
+
+__all__ = [
+    "CODE_TTL",
+    "ChannelClosed",
+    "ChannelGateway",
+    "ChannelLinks",
+    "PlatformHost",
+    "normalize_code",
+    "run_channel_turn",
+]
+
+log = logging.getLogger(__name__)
+
+CODE_TTL = 600.0
+"""Seconds a link code stays valid."""
+CODE_LENGTH = 8
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: codes are read and typed by people
+MAX_PLATFORM_USER = 200
+MAX_TEXT = 100_000
+_CHANNEL_COMMANDS = frozenset({"/allow", "/reject", "/answer", "/abort", "/unlink"})
+
+
+class ChannelClosed(RuntimeError):
+    """The platform's adapter was stopped (its plugin or the brain was disabled)."""
+
+
+def normalize_code(code: str) -> str:
+    """A link code as stored: upper case, without spaces and dashes (``"abcd-efgh"`` →
+    ``"ABCDEFGH"``)."""
+    return "".join(ch for ch in code.upper() if ch not in " -\t")
+
+
+def _hash(code: str) -> str:
+    return hashlib.sha256(normalize_code(code).encode("utf-8")).hexdigest()
+
+
+def _show(code: str) -> str:
+    return f"{code[:4]}-{code[4:]}"
+
+
+# --------------------------------------------------------------------------- links
+
+
+class ChannelLinks:
+    """The link table and the one-time link codes.
+
+    Args:
+        store: the kernel store (tables of the brain's ``schema.sql``, version ≥ 2).
+        clock: wall-clock seconds since the epoch (code expiry).
+    """
+
+    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def user_for(self, platform: str, platform_user: str) -> int | None:
+        """The Elowen user id linked to the sender, or ``None``. A link to a deleted user is
+        dropped (and ``None`` returned)."""
+        row = self.store.query_one(
+            "SELECT l.user_id, u.id AS present FROM brain_channel_links l LEFT JOIN users u ON u.id = l.user_id "
+            "WHERE l.platform = ? AND l.platform_user = ?", (platform, platform_user))
+        if row is None:
+            return None
+        if row["present"] is None:
+            self.store.execute("DELETE FROM brain_channel_links WHERE platform = ? AND platform_user = ?", (platform, platform_user))
+            return None
+        return int(row["user_id"])
+
+    def issue_code(self, platform: str, platform_user: str) -> str:
+        """A fresh link code for the sender (``"ABCDEFGH"``); the sender's older codes and every
+        expired code are deleted."""
+        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        now = self.clock()
+        with self.store.transaction():
+            self.store.execute("DELETE FROM brain_channel_codes WHERE expires_at <= ? OR (platform = ? AND platform_user = ?)",
+                               (now, platform, platform_user))
+            self.store.execute(
+                "INSERT INTO brain_channel_codes (code_hash, platform, platform_user, expires_at, created_at) VALUES (?, ?, ?, ?, ?)",
+                (_hash(code), platform, platform_user, now + CODE_TTL, utc_iso()))
+        return code
+
+    def confirm(self, code: str, user_id: int) -> dict[str, Any]:
+        """Use ``code`` to link its sender to ``user_id`` (replacing an older link of that
+        sender); the code is consumed. Returns the link ``{platform, platform_user, user_id,
+        created_at}``.
+
+        Raises:
+            LookupError: no such code, it expired, or it was used already.
+        """
+        digest = _hash(code)
+        with self.store.transaction():
+            row = self.store.query_one("SELECT platform, platform_user, expires_at FROM brain_channel_codes WHERE code_hash = ?", (digest,))
+            valid = row is not None and row["expires_at"] > self.clock()
+            if row is not None:
+                self.store.execute("DELETE FROM brain_channel_codes WHERE code_hash = ?", (digest,))  # used or expired: gone
+            if valid:
+                self.store.execute(
+                    "INSERT OR REPLACE INTO brain_channel_links (platform, platform_user, user_id, created_at) VALUES (?, ?, ?, ?)",
+                    (row["platform"], row["platform_user"], user_id, utc_iso()))
+        if not valid:
+            raise LookupError("unknown or expired link code")
+        return self.link(row["platform"], row["platform_user"])  # type: ignore[index,return-value]
+
+    def link(self, platform: str, platform_user: str) -> dict[str, Any] | None:
+        """One link record or ``None``."""
+        return self.store.query_one(
+            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE platform = ? AND platform_user = ?",
+            (platform, platform_user))
+
+    def links(self, user_id: int) -> list[dict[str, Any]]:
+        """A user's links ``{platform, platform_user, user_id, created_at}``, oldest first."""
+        return self.store.query(
+            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE user_id = ? ORDER BY created_at, platform",
+            (user_id,))
+
+    def unlink(self, user_id: int, platform: str, platform_user: str) -> bool:
+        """Remove the user's link of that sender; ``False`` when there was none."""
+        return self.store.execute("DELETE FROM brain_channel_links WHERE user_id = ? AND platform = ? AND platform_user = ?",
+                                  (user_id, platform, platform_user)) > 0
+
+
+# --------------------------------------------------------------------------- reply texts
+
+
+def link_prompt(code: str) -> str:
+    """What an unlinked sender is told."""
+    minutes = int(CODE_TTL // 60)
+    return (f"This chat is not linked to an Elowen user yet. Your link code is {_show(code)} "
+            f"(single use, valid {minutes} minutes). Signed in to Elowen, run `elowen chat --link {_show(code)}` "
+            f"(or POST /brain/channels/link with {{\"code\": \"{_show(code)}\"}}), then write here again.")
+
+
+def approval_prompt(record: dict[str, Any]) -> str:
+    """A pending approval or question as text, with how to answer it."""
+    pid = record["id"]
+    if record["kind"] == "question":
+        return f"Question #{pid}: {record['question']}\nAnswer with /answer {pid} <your answer> (or /reject {pid} to dismiss it)."
+    args = json.dumps(record.get("arguments") or {}, ensure_ascii=False, default=str)
+    if len(args) > 600:
+        args = args[:600] + "…"
+    warn = ""
+    if record.get("destructive"):
+        warn = "\nDestructive: " + "; ".join(record.get("reasons") or ["yes"])
+    return f"Approval #{pid} needed: {record['tool']} {args}{warn}\nReply /allow {pid} or /reject {pid}."
+
+
+def _goal_news(data: dict[str, Any]) -> str | None:
+    goal, event = data.get("goal") or {}, data.get("event")
+    if event == "done":
+        return f"Goal done: {goal.get('evidence') or goal.get('text', '')}"
+    if event == "paused":
+        reason = goal.get("pause_reason") or ""
+        extra = f" — {goal['blocked_reason']}" if reason == "blocked" and goal.get("blocked_reason") else ""
+        return f"Goal paused ({reason}{extra}). /goal resume to go on."
+    return None
+
+
+async def _collect(events: AsyncIterator[dict[str, Any]], *, skip_approval: int | None = None) -> list[str]:
+    """Reply texts from a session's events until ``brain.done`` or a new approval/question."""
+    out: list[str] = []
+    async for item in events:
+        kind = item["type"]
+        if kind == "brain.message" and item.get("role") == "assistant" and item.get("content"):
+            out.append(str(item["content"]))
+        elif kind == "brain.command" and item.get("text"):
+            out.append(str(item["text"]))
+        elif kind == "brain.error":
+            out.append(f"Error: {item.get('message', '')}")
+        elif kind == "brain.aborted":
+            out.append("Turn aborted.")
+        elif kind == "brain.goal":
+            news = _goal_news(item)
+            if news:
+                out.append(news)
+        elif kind == "brain.approval" and item["approval"]["id"] != skip_approval:
+            out.append(approval_prompt(item["approval"]))
+            break
+        elif kind == "brain.done":
+            break
+    return out
+
+
+# --------------------------------------------------------------------------- turns
+
+
+def _check(platform_user: Any, text: Any) -> tuple[str, str]:
+    if not isinstance(platform_user, str) or not platform_user.strip() or len(platform_user) > MAX_PLATFORM_USER:
+        raise ValueError(f"platform_user: a non-empty string of at most {MAX_PLATFORM_USER} characters")
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        raise ValueError(f"text: a non-empty string of at most {MAX_TEXT} characters")
+    return platform_user.strip(), text.strip()
+
+
+async def _decide(service: BrainService, user_id: int, command: str, args: str) -> list[str]:
+    head, _, rest = args.strip().partition(" ")
+    if not (head.isascii() and head.isdigit()) or (command == "/answer" and not rest.strip()):
+        usage = "/answer N <your answer>" if command == "/answer" else f"{command} N"
+        return [f"Usage: {usage}"]
+    pid = int(head)
+    record = service.db.pending(pid)
+    if record is None or record["user_id"] != user_id:
+        return [f"No approval #{pid}."]
+    session = service.sessions.existing(int(record["conversation_id"]))
+    if session is None or record["state"] != "pending":
+        return [f"Approval #{pid} is {record['state'] if record['state'] != 'pending' else 'no longer waited for'}."]
+    receive = session.listen(driver=False)  # listen before deciding: nothing said next is missed
+    try:
+        try:
+            decided = service.decide(user_id, pid, allow=None if command == "/answer" else command == "/allow",
+                                     answer=rest.strip() if command == "/answer" else None)
+        except (LookupError, ValueError) as exc:
+            return [f"Not decided: {exc}."]
+        ack = {"allowed": "Allowed", "rejected": "Rejected", "answered": "Answered"}.get(decided["state"], decided["state"])
+        return [f"{ack} #{pid}.", *await _collect(receive, skip_approval=pid)]
+    finally:
+        session.unlisten(receive, driver=False)
+
+
+def _busy_text(service: BrainService, user_id: int) -> str:
+    waiting = service.pending(user_id)
+    if not waiting:
+        return "Still working on your previous message; send /abort to stop it."
+    return "Still waiting for you:\n" + "\n".join(approval_prompt(r) for r in waiting[:3])
+
+
+async def run_channel_turn(service: BrainService, platform: str, platform_user: str, text: str) -> list[str]:
+    """One message from a platform sender → the reply texts (see the module docstring).
+
+    Raises:
+        ValueError: a bad ``platform_user`` or ``text``.
+    """
+    from .service import Busy
+
+    platform_user, text = _check(platform_user, text)
+    user_id = service.channels.user_for(platform, platform_user)
+    if user_id is None:
+        return [link_prompt(service.channels.issue_code(platform, platform_user))]
+    command, _, args = text.partition(" ")
+    if command in _CHANNEL_COMMANDS:
+        if command == "/unlink":
+            service.unlink_channel(user_id, platform, platform_user, actor="channel")
+            return ["Unlinked. Messages from this chat no longer reach your Elowen conversations."]
+        if command == "/abort":
+            return ["Aborted." if service.abort(user_id, None) else "Nothing is running."]
+        return await _decide(service, user_id, command, args)
+    events = service.stream(user_id, None, text, driver=False)
+    try:
+        return await _collect(events)
+    except Busy:
+        return [_busy_text(service, user_id)]
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]
+
+
+class ChannelGateway:
+    """What a platform adapter gets from the brain: ``await gateway.turn(platform_user, text)
+    -> list[str]`` (see the module docstring). ``platform`` is the platform's name."""
+
+    def __init__(self, service: BrainService, platform: str) -> None:
+        self.platform = platform
+        self._service = service
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether the platform was stopped (``turn`` then raises :class:`ChannelClosed`)."""
+        return self._closed
+
+    def close(self) -> None:
+        self._closed = True
+
+    async def turn(self, platform_user: str, text: str) -> list[str]:
+        """Run one message of ``platform_user``; returns the reply texts.
+
+        Raises:
+            ChannelClosed: the platform was stopped. ValueError: bad arguments.
+        """
+        if self._closed:
+            raise ChannelClosed(f"platform {self.platform!r} is not running")
+        return await self._service.channel_turn(self.platform, platform_user, text)
+
+
+# --------------------------------------------------------------------------- adapters
+
+
+@dataclass(slots=True)
+class _Running:
+    plugin: str
+    platform: Any
+    gateway: ChannelGateway
+    scope: trio.CancelScope
+    state: str = "starting"
+    error: str | None = None
+
+
+class PlatformHost:
+    """Starts and stops platform adapters so they follow the ``platform`` contributions.
+
+    :meth:`reconcile` is called when the brain loads, on every ``plugin.*`` event, and by the
+    ``brain.channels`` loop when the registry generation changed.
+    """
+
+    def __init__(self, service: BrainService) -> None:
+        self.service = service
+        self._running: dict[str, _Running] = {}
+        self._generation = -1
+
+    def reconcile(self, *, force: bool = True) -> None:
+        """Stop adapters whose ``Platform`` is gone (or was replaced), start the new ones.
+        ``force=False`` does nothing while the registry generation is unchanged."""
+        ctx = self.service.ctx
+        generation = ctx.generation
+        if not force and generation == self._generation:
+            return
+        self._generation = generation
+        snapshot = ctx.contributions("platform")
+        for name, running in list(self._running.items()):
+            owned = snapshot.get(name)
+            if owned is None or owned.obj is not running.platform:
+                self._stop(name)
+        for name, owned in snapshot.items():
+            if name not in self._running:
+                self._start(name, owned)
+
+    def _start(self, name: str, owned: Any) -> None:
+        running = _Running(owned.plugin, owned.obj, ChannelGateway(self.service, name), trio.CancelScope())
+        self._running[name] = running
+        self.service.ctx.start_soon(self._run, name, running, name=f"brain.platform.{name}")
+        log.info("starting platform %s of plugin %s", name, owned.plugin)
+
+    def _stop(self, name: str) -> None:
+        running = self._running.pop(name, None)
+        if running is not None:
+            running.gateway.close()
+            running.scope.cancel()
+            log.info("stopped platform %s of plugin %s", name, running.plugin)
+
+    async def _run(self, name: str, running: _Running) -> None:
+        adapter: Any = None
+        try:
+            with running.scope:
+                adapter = running.platform.factory(running.gateway)
+                if inspect.isawaitable(adapter):
+                    adapter = await adapter
+                running.state = "running"
+                run = getattr(adapter, "run", None)
+                if run is not None:
+                    await run()
+                    running.state = "finished"
+                else:
+                    await trio.sleep_forever()
+        except Exception as exc:
+            running.state, running.error = "error", f"{type(exc).__name__}: {exc}"
+            log.exception("platform %s (plugin %s) failed", name, running.plugin)
+        finally:
+            running.gateway.close()
+            if adapter is not None:
+                await _close(adapter, name)
+            if running.state in ("starting", "running"):
+                running.state = "stopped"
+
+    def stop_all(self) -> None:
+        """Stop every adapter (the brain is going away)."""
+        for name in list(self._running):
+            self._stop(name)
+
+    def status(self) -> list[dict[str, Any]]:
+        """``[{name, plugin, state, error}]`` of the adapters started (``state``: ``starting``,
+        ``running``, ``finished``, ``error``)."""
+        return [{"name": n, "plugin": r.plugin, "state": r.state, "error": r.error} for n, r in sorted(self._running.items())]
+
+
+async def _close(adapter: Any, name: str) -> None:
+    closer = getattr(adapter, "aclose", None) or getattr(adapter, "close", None)
+    if closer is None:
+        return
+    with trio.CancelScope(shield=True), trio.move_on_after(5):
+        try:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("closing platform %s failed", name)

@@ -1,0 +1,1 @@
+"""elowen-webhook-platform: a reference Elowen chat platform over HTTP webhooks."""

@@ -1,0 +1,93 @@
+"""The webhook platform's hook implementations: the ``Platform`` the brain runs, and the
+inbound route ``POST /plugins/webhook/inbound``.
+
+Inbound body (JSON): ``{"user": "<sender id>", "text": "<message>", "secret": "<shared
+secret>", "id"?: "<your message id>"}``. Answers ``202 {"accepted": true, "id"}`` at once —
+the replies come later to the callback URL (see :mod:`.adapter`). Errors: ``401 bad_secret``
+(compared in constant time), ``403 not_configured`` (no secret or callback URL set), ``409
+not_running`` (the brain is not running this platform), ``409 queue_full``, ``422
+validation_error``.
+
+The route is anonymous for Elowen (a platform has no Elowen token): the shared secret is the
+authentication. The request carries it in the body because plugin routes see the JSON body,
+not the headers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import uuid
+from typing import Any
+
+import trio
+from elowen_sdk import HTTPError, Platform, Request, Response, Route, hookimpl
+
+from .adapter import Inbound, WebhookAdapter
+
+__all__ = ["register_platforms", "register_routes"]
+
+MAX_USER = 200
+MAX_TEXT = 100_000
+
+_adapters: dict[str, WebhookAdapter] = {}
+"""Plugin name → the adapter the brain is running (set by the factory)."""
+
+
+def _same(given: str, expected: str) -> bool:
+    """Constant-time comparison (hash first, so the length does not leak either)."""
+    return hmac.compare_digest(hashlib.sha256(given.encode("utf-8")).digest(), hashlib.sha256(expected.encode("utf-8")).digest())
+
+
+@hookimpl
+def register_platforms(ctx: Any, register: Any) -> None:
+    """``Platform("webhook", factory)``: the brain calls ``factory(gateway)``."""
+
+    class _Adapter(WebhookAdapter):
+        async def run(self) -> None:
+            try:
+                await super().run()
+            finally:
+                if _adapters.get(ctx.name) is self:
+                    del _adapters[ctx.name]
+
+    def factory(gateway: Any) -> WebhookAdapter:
+        adapter = _Adapter(gateway, ctx.config, ctx.log)
+        _adapters[ctx.name] = adapter
+        return adapter
+
+    register(Platform("webhook", factory))
+
+
+@hookimpl
+def register_routes(ctx: Any, register: Any) -> None:
+    """``POST /inbound`` (mounted at ``/plugins/webhook/inbound``)."""
+
+    def inbound(request: Request) -> Response:
+        body = request.json if isinstance(request.json, dict) else {}
+        secret, callback = str(ctx.config.get("secret", "")), str(ctx.config.get("callback_url", ""))
+        if not secret or not callback:
+            raise HTTPError(403, "not_configured", "set the webhook plugin's secret and callback_url first")
+        given = body.get("secret")
+        if not isinstance(given, str) or not _same(given, secret):
+            raise HTTPError(401, "bad_secret", "missing or wrong secret")
+        user, text, mid = body.get("user"), body.get("text"), body.get("id")
+        if not isinstance(user, str) or not user.strip() or len(user) > MAX_USER:
+            raise HTTPError(422, "validation_error", f"user: a non-empty string of at most {MAX_USER} characters")
+        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+            raise HTTPError(422, "validation_error", f"text: a non-empty string of at most {MAX_TEXT} characters")
+        if mid is not None and (not isinstance(mid, str) or len(mid) > 200):
+            raise HTTPError(422, "validation_error", "id: a string of at most 200 characters")
+        adapter = _adapters.get(ctx.name)
+        if adapter is None:
+            raise HTTPError(409, "not_running", "the brain is not running this platform (is the brain plugin enabled?)")
+        message = Inbound(user.strip(), text, mid or uuid.uuid4().hex)
+        try:
+            adapter.submit(message)
+        except trio.WouldBlock:
+            raise HTTPError(409, "queue_full", "too many messages waiting; try again shortly") from None
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            raise HTTPError(409, "not_running", "the platform is stopping") from None
+        return Response({"accepted": True, "id": message.id}, status=202)
+
+    register(Route("POST", "/inbound", inbound, summary="A chat message for the brain (webhook platform)", anonymous=True))
