@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "create_agent_token",
     "hash_token",
     "issue_token",
+    "login_token_cutoff",
     "new_token",
     "revoke_task_tokens",
     "write_admin_token",
@@ -129,6 +131,17 @@ def _json_list(text: str | None) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
+LOGIN_TOKEN_TTL = 7 * 24 * 3600.0
+"""Seconds a token made by ``POST /auth/login`` stays valid (absolute, from its creation):
+a web session that ends without a logout (idle timeout, closed browser) leaves no token that
+lives forever. Tokens issued by an admin or at bootstrap do not expire."""
+
+
+def login_token_cutoff(now: float | None = None) -> str:
+    """The ``created_at`` (UTC ISO 8601) before which login tokens have expired."""
+    return utc_iso((time.time() if now is None else now) - LOGIN_TOKEN_TTL)
+
+
 def authenticate(store: Store, header: str | None) -> Principal:
     """The principal of an ``Authorization: Bearer <token>`` header.
 
@@ -142,12 +155,14 @@ def authenticate(store: Store, header: str | None) -> Principal:
     if scheme.lower() != "bearer" or not token or len(token) > _MAX_TOKEN_LEN:
         raise Unauthorized("malformed Authorization header; expected 'Bearer <token>'")
     row = store.query_one(
-        "SELECT t.id AS token_id, t.scope, t.task_id, t.user_id, u.name, u.role, u.allowed_execs, u.tool_grants "
+        "SELECT t.id AS token_id, t.scope, t.task_id, t.user_id, t.origin, t.created_at, u.name, u.role, u.allowed_execs, u.tool_grants "
         "FROM tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.hash = ?",
         (hash_token(token),),
     )
     if row is None or (row["scope"] == "full" and row["name"] is None):
         raise Unauthorized("invalid or revoked token")
+    if row["origin"] == "login" and row["created_at"] < login_token_cutoff():
+        raise Unauthorized("this login has expired; log in again")
     agent = row["scope"] == "agent"
     return Principal(
         user_id=row["user_id"],

@@ -35,6 +35,7 @@ _DESCRIPTIONS = {
     409: "Conflict with the current state",
     413: "Body too large",
     422: "Validation error",
+    429: "Too many attempts (see Retry-After)",
 }
 _ERROR = {
     "type": "object",

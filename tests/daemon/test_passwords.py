@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,8 @@ import apsw
 import httpx
 import pytest
 
-from elowen.core.store import Store, parse_schema
+from elowen.core.store import Store, parse_schema, utc_iso
+from elowen.daemon.auth import LOGIN_TOKEN_TTL
 from elowen.daemon.passwords import MAX_LENGTH, N, hash_password, needs_rehash, verify_password
 from elowen.daemon.throttle import LoginThrottle
 
@@ -285,6 +287,28 @@ def test_logout_revokes_only_login_tokens(d: DaemonProc) -> None:
         assert c.get("/users/me").status_code == 200
     assert [a["detail"] for a in _audit(d, action="auth.logout", actor=f"user:{uid}")] == [{"revoked": False},
                                                                                           {"revoked": True}]
+
+
+def test_login_tokens_expire_and_are_pruned_at_the_next_login(d: DaemonProc) -> None:
+    name = _name("noor")
+    with d.admin() as admin:
+        uid, issued = make_user(admin, name)
+        admin.put(f"/users/{uid}/password", json={"password": "noor's passphrase"})
+    old = _login(d, name, "noor's passphrase").json()["token"]
+    store = Store(d.home / "elowen.db")
+    try:
+        stale = utc_iso(time.time() - LOGIN_TOKEN_TTL - 60)
+        store.execute("UPDATE tokens SET created_at = ? WHERE user_id = ?", (stale, uid))  # the issued one too
+        with d.client(old) as c:
+            r = c.get("/users/me")
+        assert "expired" in assert_error_shape(r, 401)["message"]
+        with d.client(issued) as c:
+            assert c.get("/users/me").status_code == 200  # issued tokens never expire
+        assert _login(d, name, "noor's passphrase").status_code == 200
+        origins = [row["origin"] for row in store.query("SELECT origin FROM tokens WHERE user_id = ? ORDER BY id", (uid,))]
+    finally:
+        store.close()
+    assert origins == ["issued", "login"]  # the stale login token was pruned, the new one kept
 
 
 def test_removing_a_password_ends_password_login(d: DaemonProc) -> None:

@@ -103,6 +103,8 @@ CASES = [
     Case("users.create", lambda c, w, t: c.post("/users", json={"name": f"u{next(w.counter)}"}), admin_only(201)),
     Case("users.patch", lambda c, w, t: c.patch(f"/users/{w.spare}", json={"tool_grants": ["x"]}), admin_only(200)),
     Case("users.token", lambda c, w, t: c.post(f"/users/{w.spare}/tokens"), admin_only(201)),
+    Case("users.password", lambda c, w, t: c.put(f"/users/{w.spare}/password", json={"password": "spare passphrase"}), admin_only(200)),
+    Case("auth.login", lambda c, w, t: c.post("/auth/login", json={"name": f"nobody{next(w.counter)}", "password": "x"}), {p: 401 for p in PRINCIPALS}),
     Case("users.project.add", lambda c, w, t: c.post(f"/users/{w.spare}/projects", json={"project_id": w.project_b}),
          admin_only(200)),
     Case("users.project.remove", lambda c, w, t: (

@@ -10,7 +10,7 @@ import trio
 
 from elowen.core.store import Store, utc_iso
 
-from ..auth import Access, hash_token, issue_token, new_token
+from ..auth import Access, hash_token, issue_token, login_token_cutoff, new_token
 from ..passwords import hash_password, needs_rehash, verify_password
 from ..throttle import LoginThrottle
 
@@ -213,6 +213,7 @@ class UserService:
         """
         with self.store.transaction():
             self.get(user_id)
+            self.store.execute("DELETE FROM tokens WHERE origin = 'login' AND created_at < ?", (login_token_cutoff(),))
             token = new_token()
             self.store.execute(
                 "INSERT INTO tokens (user_id, hash, scope, task_id, created_at, origin) VALUES (?, ?, 'full', NULL, ?, 'login')",
