@@ -213,8 +213,7 @@ class _Api:
             self.svc.ctx.store.audit(f"user:{grant.user_id}", "agents.terminal_input", name, "ok", {"input": True})
         try:
             await ws.send(await tmux.capture(target, escapes=True))
-            async with self.svc.supervisor.attach_lock:
-                stream = await tmux.open_stream(name)
+            stream = await tmux.open_stream(name)
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._inbound, ws, tmux, target if grant.input else None, name, nursery.cancel_scope)

@@ -347,8 +347,7 @@ class AgentsService:
                 return False
             if launch.cli_session_id:
                 self.sessions.set_cli_session_id(name, launch.cli_session_id)
-            async with self.supervisor.attach_lock:
-                spawned = await self.tmux().spawn(name, launch.argv, cwd=launch.workdir, env=launch.env)
+            spawned = await self.tmux().spawn(name, launch.argv, cwd=launch.workdir, env=launch.env)
         except Exception as exc:
             log.exception("agents: spawning %s failed", name)
             # kill=False: a session of that name that we could not create is not ours to end

@@ -200,10 +200,6 @@ class Supervisor:
         self.timers = Timers()
         """Debounce wake-ups; the owner runs ``timers.run`` in its nursery (else each pane
         sleeps on its own)."""
-        self.attach_lock = trio.Lock()
-        """Held around ``new-session`` and watcher attaches: tmux 3.3a's server segfaults when a
-        control client attaches while another session is being created (reproduced here with
-        50 agents; ``bench/deriver.py``)."""
 
     # ------------------------------------------------------------------ watching
 
@@ -217,8 +213,7 @@ class Supervisor:
         pane.watching = True
         try:
             try:
-                async with self.attach_lock:
-                    stream = await self._tmux().open_stream(pane.name)
+                stream = await self._tmux().open_stream(pane.name)
             except SessionNotFoundError:
                 return
             try:

@@ -156,6 +156,11 @@ class TmuxService:
         self._ready = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._watchers: dict[str, _Watcher] = {}
+        self._create_lock = trio.Lock()
+        """Held around ``new-session`` and every control-client attach: tmux 3.3a's server
+        segfaults when a control client attaches while another session is being created
+        (reproduced with 50 agents in ``bench/deriver.py``). Every caller (agents, overseer,
+        terminals) gets it here, so none can forget it."""
         self._stopping = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -320,19 +325,23 @@ class TmuxService:
                 raise ValueError(f"bad environment variable name {key!r}")
             argv += ["-e", f"{key}={value}"]
         argv += ["exec " + shlex.join(list(command))]
-        try:
-            lines = await self.command(*argv)
-        except TmuxCommandError as exc:
-            if "duplicate session" in exc.message:
-                raise SessionExistsError(f"tmux session {name!r} already exists") from None
-            raise
-        pane_id, pid = lines[0].split("\t")
-        await (await self._client()).commands(
-            [
-                ["set-option", "-w", "-t", pane_id, "window-size", "manual"],
-                ["set-option", "-w", "-t", pane_id, "remain-on-exit", "on"],
-            ]
-        )
+        # The window options go in the same write as new-session: tmux runs the queued lines
+        # before it handles the child's exit, so a program that exits at once (status 127 for
+        # a missing one) still leaves its dead pane (remain-on-exit) instead of no session.
+        window = session_target(name)  # "=name:": the session's current window
+        client = await self._client()
+        async with self._create_lock:
+            try:
+                replies = await client.commands([
+                    argv,
+                    ["set-option", "-w", "-t", window, "window-size", "manual"],
+                    ["set-option", "-w", "-t", window, "remain-on-exit", "on"],
+                ])
+            except TmuxCommandError as exc:  # the first failure: new-session's, if it failed
+                if "duplicate session" in exc.message:
+                    raise SessionExistsError(f"tmux session {name!r} already exists") from None
+                raise
+            pane_id, pid = replies[0][0].decode().split("\t")
         log.info("tmux: spawned %s (%s, pid %s)", name, pane_id, pid)
         return Spawned(name, pane_id, int(pid))
 
@@ -508,7 +517,8 @@ class TmuxService:
         )
         watcher.client = client
         try:
-            await self._nursery.start(client.run)
+            async with self._create_lock:
+                await self._nursery.start(client.run)
         except TmuxError as exc:
             if any(s in str(exc) for s in _NOT_FOUND):
                 raise SessionNotFoundError(f"no tmux session {name!r}") from None

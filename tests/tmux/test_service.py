@@ -252,3 +252,15 @@ async def test_flow_control_pause_is_resumed_and_flagged(socket_name: str) -> No
                         lost_seen = True
                     elif lost_seen:
                         after += event.data
+
+
+async def test_a_program_that_exits_at_once_always_leaves_its_dead_pane(tmux_service: TmuxService) -> None:
+    # remain-on-exit is set in the same write as new-session: no window for the exit to win.
+    names = [f"elowen-gone{i}" for i in range(20)]
+    for name in names:
+        await tmux_service.spawn(name, ["elowen-no-such-program-xyz"])
+    for name in names:
+        with trio.fail_after(5):
+            while not (info := await tmux_service.pane_info(name)).dead:
+                await trio.sleep(0.02)
+        assert info.dead_status == 127, name
