@@ -110,6 +110,14 @@ class Daemon:
         for n in self.tmux("list-sessions", "-F", "#{session_name}").stdout.split():
             if n.startswith("elowen-"):
                 out.append(f"--- {n}\n{self.tmux('capture-pane', '-p', '-t', f'={n}:').stdout}")
+        for what, path in (("decisions", "/decisions"), ("overseer agents", "/overseer/agents")):
+            try:
+                out.append(f"--- {what}\n" + "\n".join(json.dumps(i, default=str)[:400] for i in self.get(path)["items"]))
+            except Exception as exc:  # diagnostics only: never hide the real failure
+                out.append(f"--- {what}: {exc!r}")
+        opencode_log = self.home.parent / "agent-home" / ".local" / "share" / "opencode" / "log" / "opencode.log"
+        if opencode_log.exists():
+            out.append("--- opencode log tail\n" + opencode_log.read_text(errors="replace")[-3000:])
         log = self.home / "logs" / "daemon.log"
         return "\n".join(out) + "\n--- daemon log tail\n" + (log.read_text(errors="replace")[-5000:] if log.exists() else "")
 
