@@ -10,7 +10,7 @@ Prints per case: median and p99 latency (ms), events/s delivered (over all subsc
 events lost (expected deliveries that never arrived). Targets: 0 lost; p99 ≤ 50 ms at 1,000
 subscribers and 100 events/s.
 
-Run: ``.venv/bin/python bench/sse.py [seconds-per-case] [events-per-second]``
+Run: ``.venv/bin/python bench/sse.py [seconds-per-case] [events-per-second] [subscriber counts, e.g. 1,100,1000]``
 """
 
 from __future__ import annotations
@@ -118,13 +118,13 @@ async def run_case(d: Daemon, subscribers: int, rate: float, seconds: float, tas
     }
 
 
-async def main(seconds: float, rate: float) -> None:
+async def main(seconds: float, rate: float, counts: tuple[int, ...] = (1, 100, 1_000)) -> None:
     with running_daemon() as d:
         r = httpx.post(f"{d.url}/tasks", json={"title": "bench", "project_id": d.project_id},
                        headers={"Authorization": f"Bearer {d.token}"})
         task_id = r.json()["id"]
         print(f"SSE publish→receive, {rate:.0f} events/s for {seconds:.0f} s per case")
-        for n in (1, 100, 1_000):
+        for n in counts:
             res = await run_case(d, n, rate, seconds, task_id)
             print(
                 f"  {n:>5} subscribers: median {res['median_ms']:6.1f} ms   p99 {res['p99_ms']:6.1f} ms   "
@@ -133,4 +133,5 @@ async def main(seconds: float, rate: float) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, float(sys.argv[1]) if len(sys.argv) > 1 else 5.0, float(sys.argv[2]) if len(sys.argv) > 2 else 100.0)
+    trio.run(main, float(sys.argv[1]) if len(sys.argv) > 1 else 5.0, float(sys.argv[2]) if len(sys.argv) > 2 else 100.0,
+             tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (1, 100, 1_000))
