@@ -12,6 +12,7 @@ __all__ = [
     "BadResponse",
     "InferenceError",
     "LocalModelUnavailable",
+    "ContextTooLong",
     "ProviderConfigError",
     "ProviderConnectionError",
     "ProviderHTTPError",
@@ -59,6 +60,10 @@ class ProviderConnectionError(InferenceError, ConnectionError):
 
 class BadResponse(InferenceError):
     """The provider's answer does not have the protocol's shape (or a stream broke off)."""
+
+
+class ContextTooLong(InferenceError, ValueError):
+    """The request does not fit the model's context window (the message gives both sizes)."""
 
 
 class LocalModelUnavailable(InferenceError):

@@ -19,7 +19,8 @@ llama-cpp-python, so Elowen can chat with no network and no account.
   requests get a repeat penalty of 1.15, ``top_p`` 0.9, temperature 0.7 (unless the request
   sets one) and at most 256 tokens (unless it sets ``max_tokens``). Structured-output requests
   keep llama.cpp's plain sampling (temperature 0.2, no repeat penalty), which the JSON grammar
-  needs. The prompt is built by
+  needs. A reply that starts repeating itself anyway (a sentence a third time) is cut before
+  the repetition and generation stops (:mod:`.loopguard`). The prompt is built by
   llama.cpp from the GGUF's own chat template (``tokenizer.chat_template``; llama-cpp-python
   ≥ 0.2.x selects ``chat_template.default`` for it), and the template's end-of-turn markers
   (:func:`stop_sequences`, e.g. ChatML's ``<|im_end|>``) are passed as stop sequences so a
@@ -28,9 +29,11 @@ llama-cpp-python, so Elowen can chat with no network and no account.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -39,7 +42,8 @@ from typing import Any
 import trio
 
 from .config import ProviderConfig
-from .errors import BadResponse, LocalModelUnavailable
+from .errors import BadResponse, ContextTooLong, LocalModelUnavailable
+from .loopguard import LoopGuard
 from .openai import normalise_finish
 from .types import ChatRequest, ChatResult, Delta, Message, Usage
 
@@ -71,6 +75,17 @@ INSTALL_HINT = (
     "[inference.providers.<name>] to a GGUF file"
 )
 _END = object()
+_CONTEXT = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+def _context_error(exc: ValueError) -> Exception:
+    """llama-cpp-python's ``ValueError("Requested tokens (N) exceed context window of M")``
+    (llama-cpp-python 0.3.x wording) as :class:`ContextTooLong`; other errors unchanged."""
+    m = _CONTEXT.search(str(exc))
+    if m is None:
+        return exc
+    return ContextTooLong(f"the conversation is too long for the embedded model: {m.group(1)} tokens, its context holds "
+                          f"{m.group(2)}; shorten the message, start a new conversation, or use a provider with a larger context")
 
 
 def find_bundled_gguf(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
@@ -181,12 +196,18 @@ class LocalProvider:
         """One whole answer from the local model."""
         async with self._lock:
             llama = await self._model()
-            data = await trio.to_thread.run_sync(partial(llama.create_chat_completion, **self._kwargs(request)), limiter=self._limiter)
+            try:
+                data = await trio.to_thread.run_sync(partial(llama.create_chat_completion, **self._kwargs(request)), limiter=self._limiter)
+            except ValueError as exc:
+                raise _context_error(exc) from exc
         try:
             choice = data["choices"][0]
             usage = data.get("usage") or {}
+            guard = LoopGuard(enabled=request.response_schema is None)
+            guard.feed(choice["message"].get("content") or "")
+            guard.finish()
             return ChatResult(
-                text=choice["message"].get("content") or "",
+                text=guard.text,
                 usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
                 finish_reason=normalise_finish(choice.get("finish_reason"), False),
                 model=self._model_name(model),
@@ -204,22 +225,36 @@ class LocalProvider:
                 prompt = "\n".join(m["content"] for m in kwargs["messages"])
                 return iter(llama.create_chat_completion(stream=True, **kwargs)), len(llama.tokenize(prompt.encode("utf-8")))
 
-            chunks, input_tokens = await trio.to_thread.run_sync(start, limiter=self._limiter)
-            text: list[str] = []
+            try:
+                chunks, input_tokens = await trio.to_thread.run_sync(start, limiter=self._limiter)
+            except ValueError as exc:
+                raise _context_error(exc) from exc
+            pieces = 0
+            guard = LoopGuard(enabled=request.response_schema is None)  # JSON repeats legitimately
             finish: str | None = None
             while True:
-                chunk = await trio.to_thread.run_sync(next, chunks, _END, limiter=self._limiter)
+                try:
+                    chunk = await trio.to_thread.run_sync(next, chunks, _END, limiter=self._limiter)
+                except ValueError as exc:  # llama-cpp-python checks the prompt's size lazily
+                    raise _context_error(exc) from exc
                 if chunk is _END:
                     break
                 choice = (chunk.get("choices") or [{}])[0]
                 piece = (choice.get("delta") or {}).get("content")
                 if piece:
-                    text.append(piece)
+                    pieces += 1
+                    if guard.feed(piece):
+                        log.info("%s: the reply started repeating itself; generation stopped", self.config.name)
+                        finish = "stop"
+                        with contextlib.suppress(Exception):  # best effort: stop llama.cpp's generator
+                            chunks.close()
+                        break
                     yield Delta(text=piece)
                 finish = choice.get("finish_reason") or finish
+            guard.finish()
         yield ChatResult(
-            text="".join(text),
-            usage=Usage(input_tokens, len(text)),
+            text=guard.text,
+            usage=Usage(input_tokens, pieces),
             finish_reason=normalise_finish(finish, False),
             model=self._model_name(model),
         )

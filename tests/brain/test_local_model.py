@@ -11,6 +11,8 @@ import pytest
 from elowen.core.store import utc_iso
 from elowen_sdk.testing import plugin_kernel
 
+from elowen_builtins.inference.loopguard import MIN_SEGMENT
+
 pytestmark = pytest.mark.slow
 
 
@@ -28,18 +30,19 @@ async def test_brain_replies_with_the_embedded_local_model(tmp_path: Path) -> No
 
 
 def _worst_repeat(text: str) -> int:
-    """How often the most repeated non-empty line, or sentence, occurs in ``text``."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) > 3]
-    return max([*Counter(lines).values(), *Counter(sentences).values(), 0])
+    """How often the most repeated sentence or line of at least ``MIN_SEGMENT`` (12) characters
+    occurs in ``text`` (shorter ones, like code fences, repeat legitimately)."""
+    segments = [s.strip() for s in re.split(r"(?<=[.!?])\s+|\n+", text) if len(s.strip()) >= MIN_SEGMENT]
+    return max([*Counter(segments).values(), 0])
 
 
 async def test_hello_reply_is_short_and_does_not_loop(tmp_path: Path) -> None:
     """``elowen chat -m hello`` on the embedded model used to answer ~40 repeated lines
     (llama.cpp's defaults: no repeat penalty, 512 tokens). With the brain's real system prompt,
-    three sampled replies must each stay within the token cap and be free of loops (no line or
-    sentence more than twice). A 135M model sometimes rambles on (a code sample nobody asked
-    for) — bounded by the cap, not a loop."""
+    three sampled replies must each stay within the token cap and be free of loops (no sentence
+    or line of 12+ characters more than twice: the repeat penalty makes loops rare, and the
+    local provider's loop guard cuts a reply before a third repetition). A 135M model sometimes
+    rambles on (a code sample nobody asked for) — bounded by the cap, not a loop."""
     project = tmp_path / "demo"
     project.mkdir()
     async with plugin_kernel(tmp_path, enable=["brain", "inference"]) as kernel:

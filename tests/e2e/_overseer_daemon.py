@@ -20,6 +20,7 @@ import httpx
 import tomli_w
 
 from tests.support.agent_env import prepare_agent
+from tests.support.daemon import launch_daemon
 from tests.support.waiting import free_port
 from tests.support.waiting import wait as _wait
 from tests.support.model_server import DefaultScript, ModelServer, ParsedRequest, Reply, shell_tool_call
@@ -172,22 +173,7 @@ def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = 
         },
     }
     (home / "config.toml").write_text(tomli_w.dumps(settings))
-    env = {**os.environ, "ELOWEN_HOME": str(home)}
-    env.pop("ELOWEN_DB", None)
-    stderr = open(tmp_path / "daemon-stderr.txt", "ab")  # noqa: SIM115 - owned by the process
-    proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError((tmp_path / "daemon-stderr.txt").read_text())
-        try:
-            r = httpx.get(url + "/health", timeout=1)
-            return r.status_code == 200 and r.json().get("plugins") == "ready"
-        except httpx.HTTPError:
-            return False
-
-    wait(healthy, "the daemon", timeout=30)
+    proc, url = launch_daemon(home, port, tmp_path / "daemon-stderr.txt")
     token = (home / "admin.token").read_text().strip()
     d = Daemon(home, repo, proc, url, token, sock, model)
     wait(lambda: d.get("/plugins/agents")["state"] == "enabled" and d.get("/plugins/overseer")["state"] == "enabled", "agents and overseer enabled", timeout=15)

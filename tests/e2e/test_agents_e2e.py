@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +35,7 @@ import tomli_w
 
 from tests.support.agent_env import CLIS, Cli, prepare_agent
 from tests.support.model_server import ModelServer
+from tests.support.daemon import launch_daemon
 from tests.support.waiting import free_port
 from tests.support.waiting import wait as _wait
 
@@ -139,22 +139,7 @@ def start(tmp_path: Path, cli: Cli, model: ModelServer, *, trust: bool = True) -
         }
     }
     (home / "config.toml").write_text(tomli_w.dumps(settings))
-    env = {**os.environ, "ELOWEN_HOME": str(home)}
-    env.pop("ELOWEN_DB", None)
-    stderr = open(tmp_path / "daemon-stderr.txt", "ab")  # noqa: SIM115 - owned by the process
-    proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
-    url = f"http://127.0.0.1:{port}"
-
-    def healthy() -> bool:
-        if proc.poll() is not None:
-            raise AssertionError((tmp_path / "daemon-stderr.txt").read_text())
-        try:
-            r = httpx.get(url + "/health", timeout=1)
-            return r.status_code == 200 and r.json().get("plugins") == "ready"
-        except httpx.HTTPError:
-            return False
-
-    wait(healthy, "the daemon", timeout=30)
+    proc, url = launch_daemon(home, port, tmp_path / "daemon-stderr.txt")
     token = (home / "admin.token").read_text().strip()
     d = Daemon(cli, home, repo, proc, url, token, sock, model)
     wait(lambda: d.get("/plugins/agents")["state"] == "enabled", "agents plugin enabled", timeout=15)

@@ -35,3 +35,19 @@ async def test_local_model_chats_streams_and_follows_a_schema(make_relay) -> Non
         schema = {"type": "object", "properties": {"colour": {"type": "string"}}, "required": ["colour"]}
         structured = await relay.chat(ChatRequest("local/smollm2", [Message("user", "Pick a colour.")], response_schema=schema, max_tokens=40))
         assert isinstance(json.loads(structured.text)["colour"], str)
+
+
+async def test_a_message_larger_than_the_context_is_a_clear_error(make_relay) -> None:
+    from elowen_builtins.inference.errors import ContextTooLong
+
+    huge = "word " * 20_000  # ~20,000 tokens; the embedded model's context holds 2,048
+    async with make_relay({}) as relay:
+        for stream in (False, True):
+            with pytest.raises(ContextTooLong, match=r"too long for the embedded model: \d+ tokens, its context holds 2048"):
+                if stream:
+                    async with relay.stream(ChatRequest("local/smollm2", [Message("user", huge)], max_tokens=10)) as s:
+                        [i async for i in s]
+                else:
+                    await relay.chat(ChatRequest("local/smollm2", [Message("user", huge)], max_tokens=10))
+        result = await relay.chat(ChatRequest("local/smollm2", [Message("user", "Say hi.")], max_tokens=10))
+        assert result.text.strip()  # the model still works afterwards

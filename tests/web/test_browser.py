@@ -171,6 +171,13 @@ def test_screenshots_at_1280_and_390_have_no_horizontal_overflow(browser: Any, s
     tasks.sort(key=lambda t: t.get("exec") != "claude:fake")  # an agent's task first: it has a terminal
     pages = list(PAGES) + ([f"/tasks/{tasks[0]['id']}"] if tasks else [])
     for width in (1280, 390):
+        guest = browser.new_page(viewport={"width": width, "height": 900})
+        guest.goto(stack.web_url + "/login")
+        guest.wait_for_selector("form[action='/login']")
+        guest.screenshot(path=str(shots / f"login-{width}.png"), full_page=True)
+        scroll, client = _no_overflow(guest)
+        assert scroll <= client, f"/login at {width} px overflows: {scroll} > {client}"
+        guest.context.close()
         page = login(browser, stack, width=width, height=900)
         for path in pages:
             page.goto(stack.web_url + path)
@@ -187,7 +194,7 @@ def test_screenshots_at_1280_and_390_have_no_horizontal_overflow(browser: Any, s
         assert scroll <= client, f"chat dock at {width} px overflows"
         assert not page.errors
         page.context.close()
-    assert len(list(shots.glob("*.png"))) == 2 * (len(pages) + 1)
+    assert len(list(shots.glob("*.png"))) == 2 * (len(pages) + 2)
     keep = os.environ.get("ELOWEN_WEB_SCREENSHOTS")  # e.g. docs/screenshots, to refresh the docs
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
