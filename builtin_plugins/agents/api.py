@@ -187,7 +187,7 @@ class _Api:
         self.svc.ctx.store.audit(f"user:{req.principal.user_id}", "agents.keys", row["session"], "ok", sent)
         return {"session": row["session"], "sent": sent}
 
-    def ticket(self, req: Request) -> Any:
+    async def ticket(self, req: Request) -> Any:
         me = req.principal
         row = self._session(me, req.params["name"])
         body = req.json if isinstance(req.json, dict) else {}
@@ -197,7 +197,13 @@ class _Api:
         if want_input and not self._can_act(me, row["task_id"]):
             raise HTTPError(403, "forbidden", "only an admin or the task's owner may get an input ticket")
         ticket = self.svc.issue_ticket(row["session"], input=want_input, user_id=me.user_id)
-        return Response({"ticket": ticket, "expires_in": self.svc.config.ticket_ttl, "input": want_input}, status=201)
+        out: dict[str, Any] = {"ticket": ticket, "expires_in": self.svc.config.ticket_ttl, "input": want_input}
+        try:  # the pane's size, so a viewer draws the screen at the agent's own size
+            info = await self.svc.tmux().pane_info(row["pane_id"] or row["session"])
+            out.update(cols=info.width, rows=info.height)
+        except Exception as exc:  # an ended pane still gets its ticket (the stream says it ended)
+            log.debug("agents: no pane size for %s: %s", row["session"], exc)
+        return Response(out, status=201)
 
     async def terminal(self, ws: Any) -> None:
         name = ws.params.get("name", "")

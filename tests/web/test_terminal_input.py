@@ -15,6 +15,8 @@ of ``send_text`` (``tests/tmux/test_send.py``).
 
 from __future__ import annotations
 
+import json
+
 import stat
 import subprocess
 import sys
@@ -185,6 +187,9 @@ async def _ticket(stack: RecorderStack, session: str, token: str, want_input: bo
         r = await c.post(f"/sessions/{session}/ticket", json={"input": want_input})
         assert r.status_code == 201, r.text
         assert r.json()["input"] is want_input and r.json()["expires_in"] == TICKET_TTL
+        size = subprocess.run(["tmux", "-L", stack.socket_name, "display-message", "-p", "-t", f"={session}:", "#{pane_width} #{pane_height}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert [r.json()["cols"], r.json()["rows"]] == [int(n) for n in size]  # the pane's own size
         return str(r.json()["ticket"])
 
 
@@ -327,6 +332,9 @@ def test_admin_types_into_the_agent_from_the_browser(browser: Any, rstack: Recor
     _open_terminal(page, rstack, agent)
     page.wait_for_selector("#terminal[data-input='1']")
     assert page.inner_text("#term-mode") == "You may type into this agent."
+    height = subprocess.run(["tmux", "-L", rstack.socket_name, "display-message", "-p", "-t", f"={agent.session}:", "#{pane_height}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    page.wait_for_function(f"document.querySelectorAll('#terminal .xterm-rows > div').length === {int(height)}")  # drawn at the pane's size
     toggle = page.get_by_role("button", name="Allow typing")
     assert toggle.get_attribute("aria-pressed") == "true"
 
@@ -380,7 +388,7 @@ def test_member_who_does_not_own_the_task_gets_a_read_only_terminal(browser: Any
         ws.onmessage = m => { ws.send('forced-input\\r'); ws.send('\\x03'); setTimeout(() => { ws.close(); done(m.data); }, 300); };
         ws.onerror = () => fail('websocket error');
     })""", agent.session)
-    assert reply == '{"input": false}'
+    assert json.loads(reply)["input"] is False
     got = _sentinel_after(rstack, agent.session, before)
     assert got.startswith(b"sentinel-"), got  # nothing the member typed came first
     pane = rstack.pane(agent.session)

@@ -1,6 +1,7 @@
 /* The live terminal of a task's agent: xterm.js fed by the web front end's WebSocket relay
- * (WS /terminal/<session>?input=0|1). The first frame is a JSON line {"input": bool} saying
- * whether the server lets this connection type; the bytes xterm.js produces for each key
+ * (WS /terminal/<session>?input=0|1). The first frame is a JSON line {"input": bool, "cols"?,
+ * "rows"?} saying whether the server lets this connection type and the agent pane's size (the
+ * terminal is resized to it, so a 200×50 pane is drawn whole); the bytes xterm.js produces for each key
  * (Enter = "\r", arrows = escape sequences, pastes bracketed when the agent asked for it) are
  * sent as they are and typed into the agent's tmux pane byte for byte.
  *
@@ -45,7 +46,12 @@
       if (sock !== ws) { return; }
       if (first && typeof m.data === "string" && m.data.charAt(0) === "{") {
         first = false;
-        try { input = !!JSON.parse(m.data).input; } catch (e) { input = false; }
+        var hello = {};
+        try { hello = JSON.parse(m.data); } catch (e) { hello = {}; }
+        input = !!hello.input;
+        if (hello.cols > 0 && hello.rows > 0 && (hello.cols !== term.cols || hello.rows !== term.rows)) {
+          term.resize(hello.cols, hello.rows);  // draw at the agent pane's own size
+        }
         refused = wantInput && !input;  // the daemon did not grant input after all
         if (refused) { wantInput = false; }
         term.reset();  // the daemon sends the whole screen next: draw it on a clean terminal

@@ -63,7 +63,8 @@ async def terminal(name: str) -> None:
     base = state.daemon.base_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1)
     url = f"{base}/sessions/{quote(name, safe='')}/terminal?ticket={quote(ticket, safe='')}"
     await websocket.accept()
-    await websocket.send(json.dumps({"input": want_input}))
+    size = {k: reply.body[k] for k in ("cols", "rows") if isinstance(reply.body.get(k), int) and 0 < reply.body[k] <= 1000}
+    await websocket.send(json.dumps({"input": want_input, **size}))
     try:
         async with open_websocket_url(url) as upstream, trio.open_nursery() as nursery:
 
