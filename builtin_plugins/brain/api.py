@@ -19,7 +19,7 @@ a full-scope token (agent tokens get 403) and acts on the caller's own conversat
 ``POST /brain/approvals/{id}``              ``{"decision": "allow"|"reject"}`` or ``{"answer": str}``
 ``GET  /brain/prefs`` / ``PATCH``           ``{"yolo": bool}`` — the persisted YOLO default
 ``GET  /brain/channels``                    ``{"items": [your chat-platform links], "platforms":
-                                            [{name, plugin, state, error}]}``
+                                            [{name, plugin, state, error, detail}]}``; state: running, not_configured, error…
 ``POST /brain/channels/link``               ``{"code": "ABCD-EFGH"}`` → the link; 404
                                             ``invalid_code`` (unknown, expired or used)
 ``POST /brain/channels/unlink``             ``{"platform", "platform_user"}`` → ``{"unlinked":

@@ -9,12 +9,17 @@ contributes a new ``Platform`` object and gets a fresh adapter. ``run`` returnin
 ends the platform too: its gateway closes until the plugin is enabled again. An optional
 ``aclose()`` (or ``close()``) on the adapter is called after ``run`` ends.
 
+An adapter that cannot work as configured (a missing secret, say) may say so with two optional
+attributes, read whenever the status is asked for: ``configured`` (``bool``; ``False`` shows the
+platform with state ``not_configured``) and ``detail`` (``str | None``, the reason, shown as
+``detail`` in :meth:`PlatformHost.status`).
+
 The adapter speaks to the brain through one call::
 
     replies: list[str] = await gateway.turn(platform_user, text)
 
 ``platform_user`` is the platform's stable id of the sender (a chat or user id; 1–200
-characters), ``text`` the message. The replies are the texts to show the sender, in order.
+characters), ``text`` the message (1–:data:`MAX_TEXT` characters). The replies are the texts to show the sender, in order.
 
 * An **unlinked** sender gets one reply carrying a fresh **link code** (8 characters, shown as
   ``ABCD-EFGH``; valid :data:`CODE_TTL` seconds; single use; a new message replaces the old
@@ -30,7 +35,10 @@ characters), ``text`` the message. The replies are the texts to show the sender,
   then shown on the web only.
 * Channel commands: ``/allow N``, ``/reject N``, ``/answer N TEXT``, ``/abort`` (stop the
   running turn) and ``/unlink`` (forget the link). Everything else starting with ``/`` goes to
-  the brain's own commands (``/goal …``, ``/yolo …``, ``/help``).
+  the brain's own commands (``/goal …``, ``/yolo …``, ``/help``); ``/help`` over a channel
+  also lists the channel commands.
+* A failed turn (the model call failed, say) is reported as a plain sentence — ``Sorry, that
+  did not work: <reason>.`` — without Python exception class names.
 
 A call returns when the turn ends or waits for the user, which may take minutes (tool calls,
 goal turns): adapters call it from their own task, never from a request handler that must
@@ -48,6 +56,7 @@ import hashlib
 import inspect
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -63,10 +72,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CODE_TTL",
     "ChannelClosed",
+    "MAX_TEXT",
     "ChannelGateway",
     "ChannelLinks",
     "PlatformHost",
     "normalize_code",
+    "plain_error",
     "run_channel_turn",
 ]
 
@@ -77,7 +88,9 @@ CODE_TTL = 600.0
 CODE_LENGTH = 8
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: codes are read and typed by people
 MAX_PLATFORM_USER = 200
-MAX_TEXT = 100_000
+MAX_TEXT = 8_000
+"""Characters a channel message may have (longer ones raise :class:`ValueError`): a chat
+message, not a document — a small local model's whole context is about 2,048 tokens."""
 _CHANNEL_COMMANDS = frozenset({"/allow", "/reject", "/answer", "/abort", "/unlink"})
 
 
@@ -205,6 +218,22 @@ def approval_prompt(record: dict[str, Any]) -> str:
     return f"Approval #{pid} needed: {record['tool']} {args}{warn}\nReply /allow {pid} or /reject {pid}."
 
 
+_EXC_PREFIX = re.compile(r"^(?:[A-Za-z_]\w*\.)*(?:[A-Z][a-z0-9]+){2,}\w*:\s*|^(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception):\s*")
+
+
+def plain_error(message: str) -> str:
+    """A turn's error text as a sentence for a chat: Python exception class names stripped
+    (``"ValueError: context too long"`` → ``"Sorry, that did not work: context too long."``)."""
+    text = str(message).strip()
+    while True:
+        stripped = _EXC_PREFIX.sub("", text, count=1)
+        if stripped == text:
+            break
+        text = stripped.strip()
+    text = text.rstrip(".") or "an unexpected error"
+    return f"Sorry, that did not work: {text}."
+
+
 def _goal_news(data: dict[str, Any]) -> str | None:
     goal, event = data.get("goal") or {}, data.get("event")
     if event == "done":
@@ -226,7 +255,7 @@ async def _collect(events: AsyncIterator[dict[str, Any]], *, skip_approval: int 
         elif kind == "brain.command" and item.get("text"):
             out.append(str(item["text"]))
         elif kind == "brain.error":
-            out.append(f"Error: {item.get('message', '')}")
+            out.append(plain_error(str(item.get("message", ""))))
         elif kind == "brain.aborted":
             out.append("Turn aborted.")
         elif kind == "brain.goal":
@@ -290,6 +319,7 @@ async def run_channel_turn(service: BrainService, platform: str, platform_user: 
     Raises:
         ValueError: a bad ``platform_user`` or ``text``.
     """
+    from .commands import CHANNEL_HELP
     from .service import Busy
 
     platform_user, text = _check(platform_user, text)
@@ -306,7 +336,10 @@ async def run_channel_turn(service: BrainService, platform: str, platform_user: 
         return await _decide(service, user_id, command, args)
     events = service.stream(user_id, None, text, driver=False)
     try:
-        return await _collect(events)
+        replies = await _collect(events)
+        if command == "/help":
+            replies.append(CHANNEL_HELP)
+        return replies
     except Busy:
         return [_busy_text(service, user_id)]
     finally:
@@ -352,6 +385,7 @@ class _Running:
     scope: trio.CancelScope
     state: str = "starting"
     error: str | None = None
+    adapter: Any = None
 
 
 class PlatformHost:
@@ -403,7 +437,7 @@ class PlatformHost:
                 adapter = running.platform.factory(running.gateway)
                 if inspect.isawaitable(adapter):
                     adapter = await adapter
-                running.state = "running"
+                running.adapter, running.state = adapter, "running"
                 run = getattr(adapter, "run", None)
                 if run is not None:
                     await run()
@@ -426,9 +460,26 @@ class PlatformHost:
             self._stop(name)
 
     def status(self) -> list[dict[str, Any]]:
-        """``[{name, plugin, state, error}]`` of the adapters started (``state``: ``starting``,
-        ``running``, ``finished``, ``error``)."""
-        return [{"name": n, "plugin": r.plugin, "state": r.state, "error": r.error} for n, r in sorted(self._running.items())]
+        """``[{name, plugin, state, error, detail}]`` of the adapters started. ``state``:
+        ``starting``, ``running``, ``not_configured`` (running, but the adapter's ``configured``
+        is ``False``), ``finished`` or ``error``; ``detail`` is the adapter's ``detail`` text
+        (why it is not configured, say) or ``None``."""
+        return [_status(n, r) for n, r in sorted(self._running.items())]
+
+
+def _status(name: str, running: _Running) -> dict[str, Any]:
+    state, detail = running.state, None
+    if running.adapter is not None:
+        try:
+            configured = bool(getattr(running.adapter, "configured", True))
+            raw = getattr(running.adapter, "detail", None)
+        except Exception:  # a faulty property must not break the status view
+            log.exception("platform %s: reading its status failed", name)
+            configured, raw = True, None
+        detail = str(raw) if raw else None
+        if state == "running" and not configured:
+            state = "not_configured"
+    return {"name": name, "plugin": running.plugin, "state": state, "error": running.error, "detail": detail}
 
 
 async def _close(adapter: Any, name: str) -> None:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .service import BrainService
     from .sessions import Session
 
-__all__ = ["CONTINUE", "CommandResult", "is_driving", "run_command"]
+__all__ = ["CHANNEL_HELP", "CONTINUE", "CommandResult", "is_driving", "run_command"]
 
 CONTINUE = "Continue working on the goal. Report with the sentinel lines."
 
@@ -42,6 +42,15 @@ HELP = """Commands:
   /yolo default on|off    your default for new sessions
   /model [PROVIDER/MODEL] show or set this conversation's model (/model default: back to the default)
   /help                   this list"""
+
+CHANNEL_HELP = """Chat commands:
+  /allow N                allow the tool call waiting as approval #N
+  /reject N               reject approval #N (or dismiss question #N)
+  /answer N TEXT          answer question #N
+  /abort                  stop the running turn
+  /unlink                 unlink this chat from your Elowen user"""
+"""The commands only a chat platform's sender has (see :mod:`.channels`); added to ``/help``
+there."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,6 +175,20 @@ def plugin_grant(app: App, name: str, capability: str) -> None:
     click.echo(_state_line(record))
 
 
+@plugin.command("rescan")
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_obj
+def plugin_rescan(app: App, as_json: bool) -> None:
+    """Rediscover installed plugins (after a plain `pip install` while the daemon runs); new
+    ones are listed, disabled until you enable them."""
+    body = app.api.post("/plugins/rescan")
+    if as_json:
+        click.echo(json.dumps(body))
+        return
+    new = body.get("new") or []
+    click.echo("new plugins: " + ", ".join(new) + "; enable one with `elowen plugin enable NAME`" if new else "no new plugins")
+
+
 @plugin.command("install")
 @click.argument("spec")
 @click.option("--upgrade", "-U", is_flag=True, help="Upgrade if it is installed (pip install -U).")

@@ -227,8 +227,9 @@ async def serve(
 
 def setup_logging(home: Path, level: str = "INFO") -> Path:
     """Log to ``home/logs/daemon.log`` (rotating, 5 MiB × 3) and stderr; ``watchfiles`` (hot
-    reload's file watcher logs every save at INFO) at WARNING. Returns the log file."""
-    return _setup_logging(home, "daemon", level, quiet=("watchfiles",))
+    reload's file watcher logs every save at INFO) and ``httpx`` (every request's full URL at
+    INFO: plugins' webhook URLs carry secrets) at WARNING. Returns the log file."""
+    return _setup_logging(home, "daemon", level, quiet=("watchfiles", "httpx"))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from elowen.core.store import Store
 from elowen_sdk import Platform, hookimpl
 from elowen_sdk.testing import plugin_kernel
 
-from elowen_builtins.brain.channels import CODE_TTL, ChannelClosed, normalize_code
+from elowen_builtins.brain.channels import CODE_TTL, MAX_TEXT, ChannelClosed, normalize_code, plain_error
 
 from tests.support.model_server import Reply
 
@@ -170,6 +170,36 @@ async def test_slash_commands_and_questions_from_the_channel(tmp_path: Path) -> 
             await env.service.channel_turn("chat", "ada", "   ")
 
 
+async def test_channel_help_lists_chat_commands_and_long_text_is_refused(tmp_path: Path) -> None:
+    async with _kernel(tmp_path) as env:
+        await linked(env, "chat", "ada", env.admin)
+        text = "\n".join(await env.service.channel_turn("chat", "ada", "/help"))
+        assert "/goal <text>" in text
+        for command in ("/allow N", "/reject N", "/answer N TEXT", "/abort", "/unlink"):
+            assert command in text, command
+        with pytest.raises(ValueError, match=str(MAX_TEXT)):
+            await env.service.channel_turn("chat", "ada", "x" * (MAX_TEXT + 1))
+        assert env.server.requests == [], "a too-long message never reaches the model"
+
+
+async def test_a_failed_turn_is_reported_as_a_plain_sentence(tmp_path: Path) -> None:
+    async with _kernel(tmp_path) as env:
+        await linked(env, "chat", "ada", env.admin)
+        env.script(Reply(status=400, error_message="the prompt is longer than the context (2048 tokens)"))
+        with trio.fail_after(20):
+            replies = await env.service.channel_turn("chat", "ada", "hello")
+        assert len(replies) == 1 and replies[0].startswith("Sorry, that did not work: "), replies
+        assert "Error:" not in replies[0] and not re.search(r"\b[A-Z][a-z]+(?:[A-Z][a-z]+)+:", replies[0]), replies
+        assert "2048 tokens" in replies[0]
+
+
+def test_plain_error_strips_exception_class_names() -> None:
+    assert plain_error("ValueError: context too long") == "Sorry, that did not work: context too long."
+    assert plain_error("RelayError: httpx.ReadTimeout: timed out") == "Sorry, that did not work: timed out."
+    assert plain_error("stopped after 3 model calls in one turn (max_tool_rounds)").endswith("(max_tool_rounds).")
+    assert plain_error("") == "Sorry, that did not work: an unexpected error."
+
+
 async def test_two_senders_linked_to_two_users_stay_separate(tmp_path: Path) -> None:
     async with _kernel(tmp_path) as env:
         env.script(lambda r: Reply(text=f"echo: {r.prompt}"), lambda r: Reply(text=f"echo: {r.prompt}"),
@@ -220,6 +250,8 @@ class Adapter:
 
     def __init__(self, gateway: Any, log: list[str]) -> None:
         self.gateway = gateway
+        self.configured = True
+        self.detail: str | None = None
         self.log = log
         self.started = trio.Event()
         self.stopped = trio.Event()
@@ -280,7 +312,11 @@ async def test_brain_runs_platform_adapters_and_stops_them_with_their_plugin(tmp
         await _until(lambda: adapters and adapters[0].started.is_set())
         first = adapters[0]
         assert first.gateway.platform == "testchat" and not first.gateway.closed
-        assert service.platforms.status() == [{"name": "testchat", "plugin": "testchat", "state": "running", "error": None}]
+        assert service.platforms.status() == [{"name": "testchat", "plugin": "testchat", "state": "running", "error": None, "detail": None}]
+        first.configured, first.detail = False, "set the secret first"  # an adapter that cannot work says so
+        assert service.platforms.status() == [{"name": "testchat", "plugin": "testchat", "state": "not_configured", "error": None,
+                                               "detail": "set the secret first"}]
+        first.configured, first.detail = True, None
         assert CODE_RE.search((await first.gateway.turn("u1", "hi"))[0]), "the gateway runs channel turns"
 
         await kernel.registry.disable("testchat")

@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
+import socket
 import threading
 import time
+import types
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,13 +29,12 @@ from typing import Any
 import httpx
 import pytest
 import tomli_w
+import trio
 
 from tests.daemon.conftest import DaemonProc, start_daemon
 from tests.support.model_server import ModelServer, ParsedRequest, Reply
 
 from .conftest import call
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBHOOK = ROOT / "contrib" / "elowen-webhook-platform"
@@ -152,6 +154,7 @@ def link_cli(daemon: DaemonProc, code: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.slow
 def test_webhook_platform_end_to_end(stack: tuple[DaemonProc, Callbacks, Path]) -> None:
     daemon, callbacks, project = stack
     anon = daemon.client()
@@ -159,13 +162,15 @@ def test_webhook_platform_end_to_end(stack: tuple[DaemonProc, Callbacks, Path]) 
     member = daemon.client(str(daemon.extra["member_token"]))
 
     platforms = admin.get("/brain/channels").json()["platforms"]
-    assert platforms == [{"name": "webhook", "plugin": "webhook", "state": "running", "error": None}]
+    assert platforms == [{"name": "webhook", "plugin": "webhook", "state": "running", "error": None, "detail": None}]
 
     # the shared secret authenticates (no Elowen token needed); bad input is refused
     bad = say(anon, "alice", "hi", secret="wrong")
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "bad_secret"
     assert say(anon, "", "hi").status_code == 422
     assert anon.post(INBOUND, json={"user": "alice", "text": "hi"}).status_code == 401
+    long = say(anon, "alice", "x" * 8_001)
+    assert long.status_code == 413 and long.json()["error"]["code"] == "too_long"
 
     # an unlinked sender gets a link code on the callback, signed with the secret
     first = say(anon, "alice", "hello", id="m1")
@@ -231,3 +236,191 @@ def test_webhook_platform_end_to_end(stack: tuple[DaemonProc, Callbacks, Path]) 
         time.sleep(0.05)
     assert say(anon, "carol", "back?").status_code == 202
     assert CODE_RE.search(callbacks.wait("carol", 1)[0]["text"])
+
+
+# ------------------------------------------------------------------ fast, in-process
+
+
+@pytest.fixture
+def webhook(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The contrib package imported from its source folder."""
+    monkeypatch.syspath_prepend(str(WEBHOOK))
+    import elowen_webhook_platform.adapter as adapter
+    import elowen_webhook_platform.checks as checks
+    import elowen_webhook_platform.plugin as plugin
+
+    return types.SimpleNamespace(adapter=adapter, checks=checks, plugin=plugin)
+
+
+@pytest.fixture
+def callbacks() -> Iterator[Callbacks]:
+    server = Callbacks()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+class Gateway:
+    """Stands in for the brain's gateway: each turn waits until the test releases it."""
+
+    platform = "webhook"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.release = trio.Event()
+
+    async def turn(self, user: str, text: str) -> list[str]:
+        self.seen.append((user, text))
+        await self.release.wait()
+        return [f"re: {text}"]
+
+
+async def _wait_for(predicate: Any, timeout: float = 10) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+async def test_queue_size_bounds_unfinished_messages_and_keeps_sender_order(webhook: Any, callbacks: Callbacks) -> None:
+    gateway = Gateway()
+    config = {"secret": SECRET, "callback_url": callbacks.url + "?token=t0ps3cret", "queue_size": 3}
+    adapter = webhook.adapter.WebhookAdapter(gateway, config)
+    Inbound = webhook.adapter.Inbound
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adapter.run)
+        for i, user in enumerate(("alice", "bob", "alice")):
+            adapter.submit(Inbound(user, f"{user} {i}", f"m{i}"))
+        await _wait_for(lambda: len(gateway.seen) == 2)
+        assert sorted(gateway.seen) == [("alice", "alice 0"), ("bob", "bob 1")], "one turn per sender at a time"
+        with pytest.raises(webhook.adapter.QueueFull, match="retry after 5 seconds"):
+            adapter.submit(Inbound("carol", "too many", "m3"))
+        assert adapter.pending == 3
+        gateway.release.set()
+        await trio.to_thread.run_sync(callbacks.wait, "alice", 2)
+        await _wait_for(lambda: adapter.pending == 0)
+        adapter.submit(Inbound("carol", "now", "m4"))  # room again
+        await trio.to_thread.run_sync(callbacks.wait, "carol", 1)
+        nursery.cancel_scope.cancel()
+    assert [r["text"] for r in callbacks.wait("alice", 2)] == ["re: alice 0", "re: alice 2"]
+    assert [r["reply_to"] for r in callbacks.wait("alice", 2)] == ["m0", "m2"]
+    await adapter.aclose()
+
+
+async def test_stopping_drops_unfinished_messages_with_one_warning_and_a_notice_per_sender(
+        webhook: Any, callbacks: Callbacks, caplog: pytest.LogCaptureFixture) -> None:
+    gateway = Gateway()
+    adapter = webhook.adapter.WebhookAdapter(gateway, {"secret": SECRET, "callback_url": callbacks.url})
+    Inbound = webhook.adapter.Inbound
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adapter.run)
+        for i, user in enumerate(("alice", "alice", "bob")):
+            adapter.submit(Inbound(user, f"msg {i}", f"m{i}"))
+        await _wait_for(lambda: len(gateway.seen) == 2)
+        nursery.cancel_scope.cancel()  # what disabling the plugin does
+    caplog.set_level(logging.INFO)
+    with trio.fail_after(webhook.adapter.NOTICE_TIMEOUT + 2):
+        await adapter.aclose()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "dropped 3 unfinished message(s) (2 in progress) of 2 sender(s)" in warnings[0], warnings
+    restart = webhook.adapter.RESTART_TEXT
+    assert [(r["text"], r["reply_to"]) for r in callbacks.wait("alice", 1)] == [(restart, "m0")]
+    assert [r["text"] for r in callbacks.wait("bob", 1)] == [restart]
+    assert len(callbacks.items) == 2, "one notice per sender"
+    with pytest.raises(trio.ClosedResourceError):
+        adapter.submit(Inbound("alice", "late", "m9"))
+
+
+async def test_logs_name_only_the_callback_host(webhook: Any, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    gateway = Gateway()
+    gateway.release.set()
+    with socket.socket() as sock:  # a port nobody listens on: the POSTs fail and are logged
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/hooks/abc?token=t0ps3cret"
+    adapter = webhook.adapter.WebhookAdapter(gateway, {"secret": SECRET, "callback_url": url})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adapter.run)
+        adapter.submit(webhook.adapter.Inbound("alice", "hi", "m1"))
+        await _wait_for(lambda: adapter.pending == 0)
+        nursery.cancel_scope.cancel()
+    failed = [r.getMessage() for r in caplog.records if "failed (attempt" in r.getMessage()]
+    assert len(failed) == 2 and f"127.0.0.1:{port}" in failed[0]
+    assert not [r.getMessage() for r in caplog.records if "t0ps3cret" in r.getMessage() or "/hooks/abc" in r.getMessage()]
+
+
+async def test_httpx_request_lines_for_the_callback_are_quieted(webhook: Any, callbacks: Callbacks,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    gateway = Gateway()
+    gateway.release.set()
+    adapter = webhook.adapter.WebhookAdapter(gateway, {"secret": SECRET, "callback_url": callbacks.url + "?token=t0ps3cret"})
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(adapter.run)
+        adapter.submit(webhook.adapter.Inbound("alice", "hi", "m1"))
+        await trio.to_thread.run_sync(callbacks.wait, "alice", 1)
+        async with httpx.AsyncClient() as other:  # other requests are still logged by httpx
+            await other.post(callbacks.url.replace("/replies", "/elsewhere"), json={"user": "x"})
+        nursery.cancel_scope.cancel()
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert not [line for line in lines if "t0ps3cret" in line], lines
+    assert [line for line in lines if "/elsewhere" in line], "only the callback's lines are quieted"
+    assert not logging.getLogger("httpx").filters, "the filter is removed when the adapter stops"
+
+
+def _inbound_route(webhook: Any, config: dict[str, Any]) -> Any:
+    routes: list[Any] = []
+    ctx = types.SimpleNamespace(name="webhook-test", config=config, log=logging.getLogger("elowen.plugins.webhook-test"))
+    webhook.plugin.register_routes(ctx=ctx, register=routes.append)
+    return routes[0].handler
+
+
+def _post(handler: Any, body: dict[str, Any]) -> Any:
+    from elowen_sdk import HTTPError, Request
+
+    try:
+        return handler(Request("POST", "/inbound", {}, {}, body, None))  # type: ignore[arg-type]
+    except HTTPError as exc:
+        return exc
+
+
+def test_a_short_secret_is_not_configured(webhook: Any) -> None:
+    problem = webhook.checks.config_problem({"secret": "short-secret", "callback_url": "https://example.org/cb"})
+    assert problem is not None and "at least 16 characters" in problem
+    assert webhook.checks.config_problem({"secret": "", "callback_url": ""}) == "set the webhook plugin's secret and callback_url first"
+    assert "http" in webhook.checks.config_problem({"secret": SECRET, "callback_url": "ftp://example.org/"})
+    assert webhook.checks.config_problem({"secret": SECRET, "callback_url": "https://example.org/cb?t=1"}) is None
+
+    handler = _inbound_route(webhook, {"secret": "short-secret", "callback_url": "https://example.org/cb"})
+    err = _post(handler, {"user": "a", "text": "hi", "secret": "short-secret"})
+    assert (err.status, err.code) == (403, "not_configured") and "at least 16 characters" in err.message
+
+    adapter = webhook.adapter.WebhookAdapter(Gateway(), {"secret": "short-secret", "callback_url": "https://example.org/cb"})
+    assert adapter.configured is False and "at least 16 characters" in adapter.detail
+
+
+def test_inbound_route_refuses_too_long_text_and_throttles_bad_secret_warnings(
+        webhook: Any, caplog: pytest.LogCaptureFixture) -> None:
+    handler = _inbound_route(webhook, {"secret": SECRET, "callback_url": "https://example.org/cb"})
+    err = _post(handler, {"user": "a", "text": "x" * (webhook.checks.MAX_TEXT + 1), "secret": SECRET})
+    assert (err.status, err.code) == (413, "too_long") and "8000" in err.message
+    err = _post(handler, {"user": "a", "text": "x" * webhook.checks.MAX_TEXT, "secret": SECRET})
+    assert (err.status, err.code) == (409, "not_running"), "the full length passes the checks"
+    caplog.set_level(logging.WARNING)
+    for _ in range(5):
+        assert _post(handler, {"user": "a", "text": "hi", "secret": "wrong"}).code == "bad_secret"
+    warned = [r.getMessage() for r in caplog.records if "wrong secret" in r.getMessage()]
+    assert warned == ["refused 1 inbound message(s) with a missing or wrong secret (reported at most once a minute)"]
+
+
+def test_rate_log_reports_at_most_once_per_interval_with_a_count(webhook: Any) -> None:
+    now = [0.0]
+    rate = webhook.checks.RateLog(60.0, clock=lambda: now[0])
+    assert rate.hit() == 1
+    assert [rate.hit() for _ in range(3)] == [None, None, None]
+    now[0] = 59.9
+    assert rate.hit() is None
+    now[0] = 60.0
+    assert rate.hit() == 5
+    assert rate.hit() is None

@@ -5,6 +5,7 @@ the builtin tmux plugin, and install/uninstall of the example plugin ``contrib/e
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -135,6 +136,22 @@ def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hel
 
     builtin = daemon.run("plugin", "uninstall", "tmux")
     assert builtin.returncode == 1 and "builtin" in builtin.stderr
+
+
+def test_plugin_rescan_finds_a_plugin_pip_installed_while_the_daemon_runs(home: Home, hello_wheel: Path) -> None:
+    daemon = home  # a daemon of its own: the shared one has known hello already
+    daemon.ok("daemon", "start")
+    assert daemon.ok("plugin", "rescan").strip() == "no new plugins"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", str(hello_wheel)], capture_output=True, text=True, timeout=300)
+    assert pip.returncode == 0, pip.stderr
+    try:
+        assert "hello" not in _plugins(daemon)  # a plain pip install is not seen by itself
+        out = daemon.ok("plugin", "rescan")
+        assert out.strip() == "new plugins: hello; enable one with `elowen plugin enable NAME`"
+        assert _plugins(daemon)["hello"]["state"] == "discovered"
+        assert json.loads(daemon.ok("plugin", "rescan", "--json"))["new"] == []
+    finally:
+        daemon.run("plugin", "uninstall", "hello", timeout=300)
 
 
 def test_plugin_install_failure(daemon: Home, tmp_path: Path) -> None:

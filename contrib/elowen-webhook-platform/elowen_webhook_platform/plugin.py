@@ -3,10 +3,18 @@ inbound route ``POST /plugins/webhook/inbound``.
 
 Inbound body (JSON): ``{"user": "<sender id>", "text": "<message>", "secret": "<shared
 secret>", "id"?: "<your message id>"}``. Answers ``202 {"accepted": true, "id"}`` at once —
-the replies come later to the callback URL (see :mod:`.adapter`). Errors: ``401 bad_secret``
-(compared in constant time), ``403 not_configured`` (no secret or callback URL set), ``409
-not_running`` (the brain is not running this platform), ``409 queue_full``, ``422
-validation_error``.
+the replies come later to the callback URL (see :mod:`.adapter`). Errors:
+
+* ``403 not_configured`` — no secret or callback URL, a secret shorter than
+  :data:`.checks.MIN_SECRET` characters, or a callback URL that is not http(s); the message
+  says which.
+* ``401 bad_secret`` — missing or wrong secret (compared in constant time). Logged at WARNING
+  at most once a minute, with the number of such requests.
+* ``413 too_long`` — ``text`` longer than :data:`.checks.MAX_TEXT` characters.
+* ``422 validation_error`` — a bad ``user``, ``text`` or ``id``.
+* ``409 not_running`` — the brain is not running this platform.
+* ``409 queue_full`` — ``queue_size`` messages are accepted and not finished yet; the message
+  says when to retry (plugin routes cannot set a ``Retry-After`` header).
 
 The route is anonymous for Elowen (a platform has no Elowen token): the shared secret is the
 authentication. The request carries it in the body because plugin routes see the JSON body,
@@ -23,12 +31,10 @@ from typing import Any
 import trio
 from elowen_sdk import HTTPError, Platform, Request, Response, Route, hookimpl
 
-from .adapter import Inbound, WebhookAdapter
+from .adapter import Inbound, QueueFull, WebhookAdapter
+from .checks import MAX_TEXT, MAX_USER, RateLog, config_problem
 
 __all__ = ["register_platforms", "register_routes"]
-
-MAX_USER = 200
-MAX_TEXT = 100_000
 
 _adapters: dict[str, WebhookAdapter] = {}
 """Plugin name → the adapter the brain is running (set by the factory)."""
@@ -62,20 +68,26 @@ def register_platforms(ctx: Any, register: Any) -> None:
 @hookimpl
 def register_routes(ctx: Any, register: Any) -> None:
     """``POST /inbound`` (mounted at ``/plugins/webhook/inbound``)."""
+    bad_secrets = RateLog(60.0)
 
     def inbound(request: Request) -> Response:
         body = request.json if isinstance(request.json, dict) else {}
-        secret, callback = str(ctx.config.get("secret", "")), str(ctx.config.get("callback_url", ""))
-        if not secret or not callback:
-            raise HTTPError(403, "not_configured", "set the webhook plugin's secret and callback_url first")
+        problem = config_problem(ctx.config)
+        if problem is not None:
+            raise HTTPError(403, "not_configured", problem)
         given = body.get("secret")
-        if not isinstance(given, str) or not _same(given, secret):
+        if not isinstance(given, str) or not _same(given, str(ctx.config.get("secret"))):
+            count = bad_secrets.hit()
+            if count is not None:
+                ctx.log.warning("refused %d inbound message(s) with a missing or wrong secret (reported at most once a minute)", count)
             raise HTTPError(401, "bad_secret", "missing or wrong secret")
         user, text, mid = body.get("user"), body.get("text"), body.get("id")
         if not isinstance(user, str) or not user.strip() or len(user) > MAX_USER:
             raise HTTPError(422, "validation_error", f"user: a non-empty string of at most {MAX_USER} characters")
-        if not isinstance(text, str) or not text.strip() or len(text) > MAX_TEXT:
+        if not isinstance(text, str) or not text.strip():
             raise HTTPError(422, "validation_error", f"text: a non-empty string of at most {MAX_TEXT} characters")
+        if len(text) > MAX_TEXT:
+            raise HTTPError(413, "too_long", f"text has {len(text)} characters; at most {MAX_TEXT} are accepted")
         if mid is not None and (not isinstance(mid, str) or len(mid) > 200):
             raise HTTPError(422, "validation_error", "id: a string of at most 200 characters")
         adapter = _adapters.get(ctx.name)
@@ -84,8 +96,8 @@ def register_routes(ctx: Any, register: Any) -> None:
         message = Inbound(user.strip(), text, mid or uuid.uuid4().hex)
         try:
             adapter.submit(message)
-        except trio.WouldBlock:
-            raise HTTPError(409, "queue_full", "too many messages waiting; try again shortly") from None
+        except QueueFull as exc:
+            raise HTTPError(409, "queue_full", f"{exc} (Retry-After: {exc.retry_after})") from None
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             raise HTTPError(409, "not_running", "the platform is stopping") from None
         return Response({"accepted": True, "id": message.id}, status=202)
