@@ -52,17 +52,22 @@ def _fallback(previous: str, rows: Sequence[Mapping[str, Any]]) -> str:
     return (previous + "\n\n" if previous else "") + "Earlier, the user asked:\n" + "\n".join(f"- {a}" for a in asks)
 
 
-async def maybe_compact(service: BrainService, session: Session) -> bool:
-    """Compact the session's history if it is over the threshold; returns whether it did."""
+async def maybe_compact(service: BrainService, session: Session, *, force: bool = False, keep: int | None = None) -> bool:
+    """Compact the session's history if it is over the threshold (``force``: whatever its size);
+    returns whether it did. ``keep``: how many recent messages stay verbatim (default the
+    ``keep_recent_messages`` setting; ``0`` folds every message, the last one included)."""
     db, config = service.db, service.config
     conv = db.conversation(session.id)
     assert conv is not None
     rows = [r for r in db.messages(session.id) if r["role"] != "note"]
-    if estimate_tokens(rows, conv["summary"]) < int(config.get("compact_after_tokens", 24000)):
+    if not force and estimate_tokens(rows, conv["summary"]) < int(config.get("compact_after_tokens", 24000)):
         return False
-    cut = len(rows) - int(config.get("keep_recent_messages", 8))
-    while cut > 0 and rows[cut]["role"] != "user":
-        cut -= 1
+    if not rows:
+        return False
+    cut = len(rows) - (int(config.get("keep_recent_messages", 8)) if keep is None else keep)
+    if cut < len(rows):
+        while cut > 0 and rows[cut]["role"] != "user":
+            cut -= 1
     if cut <= 0:
         return False
     old = rows[:cut]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 from elowen_sdk import Tool, ToolCall, TurnContext
 
+from elowen_builtins.inference.errors import ContextTooLong
 from elowen_builtins.inference.types import ChatRequest, Delta, Message
 
 from .approvals import assess
@@ -129,6 +130,16 @@ async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call:
     return text
 
 
+async def _refit(service: BrainService, session: Session, exc: ContextTooLong) -> bool:
+    """After a context overflow: fold everything before the latest user message into the
+    summary (a forced compaction); returns whether the history got shorter."""
+    log.info("conversation %s: %s; compacting to fit", session.id, exc)
+    if not await maybe_compact(service, session, force=True, keep=1):
+        return False
+    service.load_history(session)
+    return True
+
+
 async def _model_call(service: BrainService, session: Session, request: ChatRequest) -> Any:
     async with service.relay().stream(request) as stream:
         async for item in stream:
@@ -165,11 +176,27 @@ async def run_turn(service: BrainService, session: Session, env: ToolEnv, text: 
     system = service.system_prompt(session, env, goal=goal, extra=extra, worker=worker)
     rounds = max_rounds or int(service.config.get("max_tool_rounds", 24))
     assert session.history is not None
+    refitted = False
     for _ in range(rounds):
         request = ChatRequest(service.model_for(session), [Message("system", system), *session.history], tools=specs,
                               stream=True, purpose="brain.worker" if worker else "brain")
         try:
             answer = await _model_call(service, session, request)
+        except ContextTooLong as exc:
+            if not refitted and await _refit(service, session, exc):
+                refitted = True
+                system = service.system_prompt(session, env, goal=goal, extra=extra, worker=worker)  # with the new summary
+                continue  # the same round again, on the shorter history
+            result.error = f"{exc}"
+            log.warning("conversation %s: %s", session.id, exc)
+            # the newest messages alone do not fit: fold them into the summary too, so the next
+            # turn starts from a history the model can take instead of failing the same way
+            await maybe_compact(service, session, force=True, keep=0)
+            service.load_history(session)
+            note = f"model call failed: {exc}; the last message was folded into the conversation summary — send a shorter one"
+            service.db.add_message(session.id, role="note", content=note)
+            session.emit("brain.error", {"message": note})
+            break
         except Exception as exc:  # the relay's errors, and any provider bug: end the turn, keep the session
             result.error = f"{type(exc).__name__}: {exc}"
             log.warning("conversation %s: model call failed: %s", session.id, result.error)

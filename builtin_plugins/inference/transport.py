@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 import trio
 
-from .errors import ProviderConnectionError, ProviderHTTPError, ProviderTimeout
+from .errors import ContextTooLong, ProviderConnectionError, ProviderHTTPError, ProviderTimeout
 
 __all__ = ["RETRY_STATUSES", "RetryPolicy", "error_detail", "iter_sse", "open_response", "retry_after"]
 
@@ -87,6 +87,24 @@ def error_detail(body: str) -> str:
     return body[:300]
 
 
+_OVERFLOW_MARKERS = (
+    "context_length_exceeded",  # OpenAI error.code (Chat Completions and Responses APIs)
+    "maximum context length",  # OpenAI and vLLM messages: "This model's maximum context length is N tokens…"
+    "prompt is too long",  # Anthropic Messages API: "prompt is too long: N tokens > M maximum"
+    "exceed_context_size_error",  # llama.cpp server's error type
+    "exceeds the available context size",  # llama.cpp server's message
+)
+
+
+def context_overflow(status: int, body: str) -> bool:
+    """Whether an error answer says the request does not fit the model's context window
+    (markers of OpenAI, Anthropic, vLLM and llama.cpp server error bodies, as of 2026)."""
+    if status not in (400, 413):
+        return False
+    lowered = body[:4000].lower()
+    return any(marker in lowered for marker in _OVERFLOW_MARKERS)
+
+
 async def open_response(
     client: httpx.AsyncClient,
     url: str,
@@ -100,6 +118,7 @@ async def open_response(
     retrying per :class:`RetryPolicy`. The caller must ``aclose()`` the response.
 
     Raises:
+        ContextTooLong: the provider said the request does not fit the model's context.
         ProviderHTTPError: a non-retryable status, or the last retryable one.
         ProviderTimeout: a read/write/pool timeout.
         ProviderConnectionError: the last connection failure.
@@ -129,6 +148,8 @@ async def open_response(
                 body = ""
             finally:
                 await response.aclose()
+            if context_overflow(response.status_code, body):
+                raise ContextTooLong(f"{provider}: the request does not fit the model's context: {error_detail(body)}")
             failure = ProviderHTTPError(response.status_code, body, provider=provider, detail=error_detail(body))
             if response.status_code not in RETRY_STATUSES:
                 raise failure

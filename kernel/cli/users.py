@@ -55,7 +55,8 @@ def user_list(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(items)
     else:
-        columns = [("ID", "id"), ("NAME", "name"), ("ROLE", "role"), ("EXECS", _execs), ("TOOLS", "tool_grants")]
+        columns = [("ID", "id"), ("NAME", "name"), ("ROLE", "role"), ("PASSWORD", _has_password), ("EXECS", _execs),
+                   ("TOOLS", "tool_grants")]
         if any("projects" in u for u in items):
             columns.append(("PROJECTS", "projects"))
         table(items, columns, empty="(no users)")
@@ -118,6 +119,8 @@ PASSWORD_MIN, PASSWORD_MAX = 8, 1024
 def _password_ok(value: str) -> str:
     if not PASSWORD_MIN <= len(value) <= PASSWORD_MAX:
         raise click.BadParameter(f"a password needs {PASSWORD_MIN} to {PASSWORD_MAX} characters")
+    if any(ord(ch) < 0x20 for ch in value):
+        raise click.BadParameter("a password may not contain control characters")
     return value
 
 
@@ -145,11 +148,17 @@ def _passwords_from_stdin(need_current: bool) -> tuple[str, str | None]:
 @click.pass_obj
 def user_passwd(app: App, name: str | None, from_stdin: bool, remove: bool) -> None:
     """Set the password of user NAME (admin), or your own without NAME, for logging in to the
-    web front end with name and password. Prompts twice without echo; the password is never an
-    argument."""
+    web front end with name and password. Prompts without echo: your current password first
+    (checked at once) when you change your own, then the new one twice; the password is never
+    an argument. Setting or removing a password ends the user's password logins (web
+    sessions), except the one you are using."""
     me = app.api.get("/users/me")
     own = name is None or name == me.get("name")
     record = me if own else _find(app, name)  # type: ignore[arg-type]
+    shown = record.get("name", name)
+    if remove and not record.get("has_password"):
+        click.echo(f"{shown} has no password")
+        return
     need_current = own and bool(record.get("has_password"))
     path = f"/users/{app.api.segment(record['id'])}/password"
     body: dict[str, Any] = {}
@@ -160,14 +169,20 @@ def user_passwd(app: App, name: str | None, from_stdin: bool, remove: bool) -> N
         else:
             body["password"], current = _passwords_from_stdin(need_current)
     else:
-        current = click.prompt("Current password", hide_input=True) if need_current else None
+        current = None
+        if need_current:  # checked before the new one is asked for: no typing it twice for nothing
+            current = click.prompt("Current password", hide_input=True)
+            app.api.post(f"{path}/check", {"current": current})
         if not remove:
             body["password"] = click.prompt("New password", hide_input=True, value_proc=_password_ok,
                                             confirmation_prompt="Repeat the new password")
     if current is not None:
         body["current"] = current
-    app.api.request("DELETE" if remove else "PUT", path, body=body)
-    click.echo(f"{record.get('name', name)}: password {'removed' if remove else 'set'}")
+    result = app.api.request("DELETE" if remove else "PUT", path, body=body)
+    ended = result.get("login_tokens_revoked", 0) if isinstance(result, dict) else 0
+    click.echo(f"{shown}: password {'removed' if remove else 'set'}")
+    if ended:
+        note(f"{shown}: ended {ended} session(s) logged in with a password")
 
 
 @user.command("remove")
@@ -178,6 +193,10 @@ def user_remove(app: App, name: str) -> None:
     record = _find(app, name)
     result = app.api.delete(f"/users/{app.api.segment(record['id'])}")
     click.echo(f"removed user {name} ({result.get('tokens_revoked', 0)} token(s) revoked)")
+
+
+def _has_password(record: dict[str, Any]) -> str:
+    return "yes" if record.get("has_password") else "no"
 
 
 def _execs(record: dict[str, Any]) -> Any:

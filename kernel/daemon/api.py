@@ -150,7 +150,7 @@ async def parse_body(model: type[BaseModel]) -> BaseModel:
         except (ValueError, RecursionError) as exc:
             raise BadRequest(f"the body is not valid JSON: {exc}", code="malformed_json") from None
     if not isinstance(data, dict):
-        raise Unprocessable(f"the body must be a JSON object, got {type(data).__name__}")
+        raise Unprocessable("the body must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as exc:

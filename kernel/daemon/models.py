@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .api import Body, Page
-from .passwords import MAX_LENGTH, MIN_LENGTH
+from .passwords import MAX_LENGTH, MIN_LENGTH, control_character_error
 
 
 _PROJECT_NAME = re.compile(r"^[\w.\- ]+$")
@@ -23,6 +23,13 @@ def _project_name(name: str) -> str:
     if name != name.strip():
         raise ValueError("a project name may not begin or end with a space")
     return name
+
+
+def _password(text: str) -> str:
+    error = control_character_error(text)
+    if error is not None:
+        raise ValueError(error)
+    return text
 
 
 def _title(text: str) -> str:
@@ -49,7 +56,18 @@ Pattern = Annotated[str, Field(min_length=1, max_length=200)]
 Exec = Annotated[str, Field(min_length=1, max_length=300)]
 TaskId = Annotated[int, Field(ge=1, le=10**18 - 1)]
 Text = Annotated[str, Field(max_length=100_000)]
-Password = Annotated[str, Field(min_length=MIN_LENGTH, max_length=MAX_LENGTH, description="8–1024 characters")]
+_NO_C0 = {"pattern": r"^[^\x00-\x1f]*$"}
+Password = Annotated[
+    str,
+    Field(min_length=MIN_LENGTH, max_length=MAX_LENGTH, json_schema_extra=_NO_C0,
+          description="8–1024 characters, no control characters (U+0000–U+001F); compared after NFC normalisation"),
+    AfterValidator(_password),
+]
+#: A password given to be checked (login, "current"): any length up to the maximum.
+GivenPassword = Annotated[
+    str, Field(max_length=MAX_LENGTH, json_schema_extra=_NO_C0, description="no control characters (U+0000–U+001F)"),
+    AfterValidator(_password),
+]
 Role = Literal["admin", "member"]
 TaskState = Literal["open", "in_progress", "blocked", "closed", "cancelled"]
 
@@ -72,18 +90,22 @@ class UserPatch(Body):
 
 class PasswordSet(Body):
     password: Password
-    current: Annotated[str, Field(max_length=MAX_LENGTH)] | None = Field(
+    current: GivenPassword | None = Field(
         None, description="your current password: required when you change your own and one is set")
 
 
 class PasswordRemove(Body):
-    current: Annotated[str, Field(max_length=MAX_LENGTH)] | None = Field(
+    current: GivenPassword | None = Field(
         None, description="your current password: required when you remove your own")
+
+
+class PasswordCheck(Body):
+    current: GivenPassword = Field(description="your current password")
 
 
 class Login(Body):
     name: Name
-    password: Annotated[str, Field(min_length=1, max_length=MAX_LENGTH)]
+    password: Annotated[GivenPassword, Field(min_length=1)]
 
 
 class UserProject(Body):
@@ -191,6 +213,14 @@ class TokenOut(Out):
 class PasswordState(Out):
     id: int
     has_password: bool
+    login_tokens_revoked: int = Field(
+        description="the user's login tokens (from POST /auth/login) revoked by this change; when you change your "
+                    "own password, the token making the request is kept")
+
+
+class PasswordChecked(Out):
+    id: int
+    ok: Literal[True]
 
 
 class LoginOut(Out):

@@ -3,12 +3,14 @@ real tool calls, the real path guard, real processes and approvals."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import trio
 from elowen_sdk import Tool
 
-from tests.support.model_server import Reply
+from tests.support.model_server import ParsedRequest, Reply
 
 from .conftest import BrainEnv, brain_kernel, call, tool_results
 
@@ -169,3 +171,50 @@ async def test_abort_leaves_a_consistent_history(tmp_path: Path) -> None:
         env.script(Reply(text="fine"))
         out = await env.service.turn(env.admin, conv["id"], "hello again")
         assert out["messages"][-1]["content"] == "fine"
+
+
+# ------------------------------------------------------------------ context overflow
+
+
+def _window(limit: int, api: str) -> Any:
+    """A model whose context holds ``limit`` characters of request: larger requests get the
+    provider's real "does not fit" error (OpenAI's ``maximum context length`` message,
+    Anthropic's ``prompt is too long``)."""
+    message = ("This model's maximum context length is 2048 tokens. However, your messages resulted in 9000 tokens."
+               if api == "openai" else "prompt is too long: 9000 tokens > 2048 maximum")
+
+    def answer(request: ParsedRequest) -> Reply:
+        if len(json.dumps(request.body)) > limit:
+            return Reply(status=400, error_message=message)
+        return Reply(text="it fits")
+    return answer
+
+
+async def test_a_context_overflow_compacts_the_history_and_the_turn_goes_on(tmp_path: Path, api: str) -> None:
+    async with brain_kernel(tmp_path, api) as env:
+        conv = env.conversation(activate=True)
+        env.script(Reply(text="noted"), Reply(text="noted again"))
+        await env.service.turn(env.admin, conv["id"], "some background " + "a" * 6000)
+        await env.service.turn(env.admin, conv["id"], "more background " + "b" * 6000)
+        limit = 9000  # the two earlier messages (12,000+ characters) no longer fit with a new one
+        queue = env.script(_window(limit, api), _window(limit, api), fallback=Reply(text="unexpected"),
+                           side=lambda r: Reply(status=400, error_message="prompt is too long: 9000 tokens > 2048 maximum"))
+        out = await env.service.turn(env.admin, conv["id"], "so what now?")
+        assert out["messages"][-1]["content"] == "it fits", out["messages"][-3:]
+        assert len(queue.seen) == 2  # the failed call, then the same round on the compacted history
+        view = env.service.view(env.admin, conv["id"])
+        assert sum(m["compacted"] for m in view["messages"]) >= 4  # both earlier exchanges folded
+        assert "some background" in env.service.db.conversation(conv["id"])["summary"]  # the plain summary kept them
+
+
+async def test_a_message_too_long_on_its_own_is_folded_and_the_next_turn_works(tmp_path: Path) -> None:
+    async with brain_kernel(tmp_path) as env:
+        conv = env.conversation(activate=True)
+        env.script(_window(5000, "openai"), _window(5000, "openai"), _window(5000, "openai"))
+        await env.service.turn(env.admin, conv["id"], "please read this " + "c" * 8000)
+        messages = env.service.view(env.admin, conv["id"])["messages"]
+        notes = [m for m in messages if m["role"] == "note"]
+        assert notes and "does not fit the model's context" in notes[-1]["content"] and "send a shorter one" in notes[-1]["content"]
+        assert [m["compacted"] for m in messages if m["role"] == "user"] == [True]  # no longer sent
+        out = await env.service.turn(env.admin, conv["id"], "short question")
+        assert out["messages"][-1]["content"] == "it fits"

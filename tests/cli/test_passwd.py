@@ -126,9 +126,10 @@ def test_own_password_on_a_terminal_is_prompted_twice_without_echo(daemon: Home)
                                                          ("Repeat the new password: ", new)], token=token)
     assert status == 0, shown
     assert _login(daemon, name, new) == 200 and _login(daemon, name, secret) == 401
-    status, shown = _on_tty(daemon, ["user", "passwd"], [("Current password: ", "not the one"), ("New password: ", "whatever-123"),
-                                                         ("Repeat the new password: ", "whatever-123")], token=token)
+    # a wrong current password is refused at once, before the new one is asked for
+    status, shown = _on_tty(daemon, ["user", "passwd"], [("Current password: ", "not the one")], token=token)
     assert status == 1 and "current password is wrong" in shown, shown
+    assert "New password" not in shown
     assert _login(daemon, name, new) == 200
 
 
@@ -171,3 +172,54 @@ def test_a_member_cannot_set_another_users_password(daemon: Home) -> None:
     proc = _stdin(daemon, "user", "passwd", victim, "--password-stdin", text="taken over!!\n", token=member)
     assert proc.returncode == 1 and "admin" in proc.stderr, proc.stderr
     assert _login(daemon, victim, "taken over!!") == 401
+
+
+def test_changing_ones_password_ends_other_password_logins(daemon: Home) -> None:
+    name = _name("hal")
+    token = _add_user(daemon, name)
+    assert _stdin(daemon, "user", "passwd", "--password-stdin", text="hal passphrase 1\n", token=token).returncode == 0
+    login = _login_token(daemon, name, "hal passphrase 1")
+    proc = _stdin(daemon, "user", "passwd", name, "--password-stdin", text="hal passphrase 2\n")  # by the admin
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"{name}: password set"
+    assert "ended 1 session(s)" in proc.stderr
+    assert _me_status(daemon, login) == 401 and _me_status(daemon, token) == 200
+
+
+def test_remove_when_there_is_no_password_says_so(daemon: Home) -> None:
+    name = _name("ida")
+    token = _add_user(daemon, name)
+    for args, tok in ((("user", "passwd", name, "--remove"), None), (("user", "passwd", "--remove"), token)):
+        proc = _stdin(daemon, *args, text="", token=tok)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == f"{name} has no password" and "removed" not in proc.stdout + proc.stderr
+
+
+def test_user_list_shows_whether_a_password_is_set(daemon: Home) -> None:
+    with_pw, without_pw = _name("jo"), _name("ken")
+    _add_user(daemon, with_pw)
+    _add_user(daemon, without_pw)
+    assert _stdin(daemon, "user", "passwd", with_pw, "--password-stdin", text="jo's passphrase\n").returncode == 0
+    proc = daemon.run("user", "list")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    header = lines[0].split()
+    assert header[:4] == ["ID", "NAME", "ROLE", "PASSWORD"], lines[0]
+    rows = {line.split()[1]: line.split()[3] for line in lines[1:]}
+    assert rows[with_pw] == "yes" and rows[without_pw] == "no", proc.stdout
+
+
+def _login_token(home: Home, name: str, password: str) -> str:
+    req = urllib.request.Request(f"{home.url}/auth/login", data=json.dumps({"name": name, "password": password}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return str(json.loads(resp.read())["token"])
+
+
+def _me_status(home: Home, token: str) -> int:
+    req = urllib.request.Request(f"{home.url}/users/me", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code

@@ -19,7 +19,7 @@ import pytest
 
 from elowen.core.store import Store, parse_schema, utc_iso
 from elowen.daemon.auth import LOGIN_TOKEN_TTL
-from elowen.daemon.passwords import MAX_LENGTH, N, hash_password, needs_rehash, verify_password
+from elowen.daemon.passwords import MAX_LENGTH, N, control_character_error, hash_password, needs_rehash, verify_password
 from elowen.daemon.throttle import LoginThrottle
 
 from .conftest import DaemonProc, start_daemon
@@ -90,6 +90,46 @@ def test_throttle_tracks_a_bounded_number_of_names() -> None:
     assert all(t.retry_after(n) is not None for n in ("b", "c", "d"))
 
 
+def test_refusals_are_audited_once_per_window_and_the_rest_counted() -> None:
+    now = [1000.0]
+    t = LoginThrottle(limit=1, window=60.0, clock=lambda: now[0])
+    assert t.refused("bob") == 1  # the first refusal is written
+    for _ in range(41):
+        now[0] += 1
+        assert t.refused("bob") is None  # only counted
+    assert t.refused("alice") == 1  # per name
+    now[0] = 1060.0
+    assert t.refused("bob") == 42  # a new window: one row standing for the 41 counted + this one
+    assert t.refused("bob") is None
+    assert t.take_unaudited("bob") == 1 and t.take_unaudited("bob") == 0
+    assert t.take_unaudited("nobody") == 0
+
+
+def test_refusal_records_are_bounded() -> None:
+    t = LoginThrottle(limit=1, window=60.0, max_names=3)
+    for name in ("a", "b", "c", "d"):
+        t.refused(name)
+    assert t.refused("a") == 1  # "a" was forgotten: written again
+    assert t.refused("d") is None
+
+
+def test_passwords_are_nfc_normalised() -> None:
+    composed, decomposed = "caf\u00e9 au lait", "cafe\u0301 au lait"
+    assert composed != decomposed
+    stored = hash_password(decomposed)
+    assert verify_password(composed, stored) and verify_password(decomposed, stored)
+    assert not verify_password("cafe au lait", stored)
+
+
+@pytest.mark.parametrize("password", ["nul\x00inside", "tab\tinside", "line\ninside", "unit\x1fsep"])
+def test_control_characters_are_named_in_the_error(password: str) -> None:
+    error = control_character_error(password)
+    bad = next(ch for ch in password if ord(ch) < 0x20)
+    assert error is not None and "control characters" in error and f"U+{ord(bad):04X}" in error
+    assert password not in error
+    assert control_character_error("plain \u00e9t\u00e9 \x7f password") is None
+
+
 # ---------------------------------------------------------------- schema upgrade
 
 
@@ -151,7 +191,7 @@ def test_set_log_in_and_change_own_password(d: DaemonProc) -> None:
         uid, token = make_user(admin, name)
         assert admin.get("/users").json()["items"][-1]["has_password"] is False
         r = admin.put(f"/users/{uid}/password", json={"password": "first passphrase"})
-        assert r.status_code == 200 and r.json() == {"id": uid, "has_password": True}
+        assert r.status_code == 200 and r.json() == {"id": uid, "has_password": True, "login_tokens_revoked": 0}
     r = _login(d, name, "first passphrase")
     assert r.status_code == 200, r.text
     body = r.json()
@@ -209,7 +249,8 @@ def test_five_failures_within_a_minute_answer_429_with_retry_after(d: DaemonProc
     assert _login(d, _name("other"), "wrong guess!").status_code == 401  # per name
     audit = _audit(d, action="auth.login")
     throttled = [a for a in audit if a["detail"].get("name") == name and a["detail"].get("reason") == "throttled"]
-    assert len(throttled) == 2 and all(a["outcome"] == "denied" for a in throttled)
+    # one row per name per window; the second refusal is only counted
+    assert len(throttled) == 1 and throttled[0]["outcome"] == "denied" and throttled[0]["detail"]["attempts"] == 1
 
 
 def test_parallel_guesses_cannot_pass_the_limit(d: DaemonProc) -> None:
@@ -319,7 +360,7 @@ def test_removing_a_password_ends_password_login(d: DaemonProc) -> None:
     with d.client(token) as me:
         assert_error_shape(me.request("DELETE", f"/users/{uid}/password", json={}), 403)
         r = me.request("DELETE", f"/users/{uid}/password", json={"current": "kim's passphrase"})
-        assert r.status_code == 200 and r.json() == {"id": uid, "has_password": False}
+        assert r.status_code == 200 and r.json() == {"id": uid, "has_password": False, "login_tokens_revoked": 0}
     assert _login(d, name, "kim's passphrase").json() == LOGIN_FAILED
 
 
@@ -335,6 +376,113 @@ def test_bad_password_bodies_are_422(d: DaemonProc, body: dict) -> None:
                                   {"name": "admin", "password": "x" * (MAX_LENGTH + 1)}, {"name": 1, "password": "x"}])
 def test_bad_login_bodies_are_422_and_not_counted(d: DaemonProc, body: dict) -> None:
     assert_error_shape(httpx.post(f"{d.url}/auth/login", json=body, timeout=10), 422)
+
+
+def test_a_hammered_name_writes_one_throttled_row_per_window(d: DaemonProc) -> None:
+    name = _name("hammer")
+    for _ in range(5):
+        assert _login(d, name, "wrong guess!").status_code == 401
+    before = len(_audit(d))
+    for _ in range(40):
+        assert _login(d, name, "wrong guess!").status_code == 429
+    rows = [a for a in _audit(d, action="auth.login") if a["detail"].get("name") == name]
+    throttled = [a for a in rows if a["detail"].get("reason") == "throttled"]
+    assert len(throttled) == 1 and throttled[0]["detail"]["attempts"] == 1, throttled
+    assert len(_audit(d)) == before + 1  # the 39 others were only counted
+    assert [a["detail"]["reason"] for a in rows].count("unknown_user") == 5  # checked failures: one row each
+
+
+def _login_token(d: DaemonProc, name: str, password: str) -> str:
+    r = _login(d, name, password)
+    assert r.status_code == 200, r.text
+    return r.json()["token"]
+
+
+def _works(d: DaemonProc, token: str) -> bool:
+    with d.client(token) as c:
+        return c.get("/users/me").status_code == 200
+
+
+def test_setting_or_removing_a_password_revokes_login_tokens(d: DaemonProc) -> None:
+    name = _name("rev")
+    with d.admin() as admin:
+        uid, issued = make_user(admin, name)
+        assert admin.put(f"/users/{uid}/password", json={"password": "rev passphrase 1"}).status_code == 200
+        first, second = _login_token(d, name, "rev passphrase 1"), _login_token(d, name, "rev passphrase 1")
+        # an admin sets it: every login token of the user goes, the issued token stays
+        r = admin.put(f"/users/{uid}/password", json={"password": "rev passphrase 2"})
+        assert r.json() == {"id": uid, "has_password": True, "login_tokens_revoked": 2}
+    assert not _works(d, first) and not _works(d, second) and _works(d, issued)
+    # the user changes their own from a login session: that session stays, the others go
+    web, other = _login_token(d, name, "rev passphrase 2"), _login_token(d, name, "rev passphrase 2")
+    with d.client(web) as me:
+        r = me.put(f"/users/{uid}/password", json={"password": "rev passphrase 3", "current": "rev passphrase 2"})
+        assert r.json() == {"id": uid, "has_password": True, "login_tokens_revoked": 1}
+    assert _works(d, web) and not _works(d, other) and _works(d, issued)
+    # removing it: the same rule
+    third = _login_token(d, name, "rev passphrase 3")
+    with d.client(web) as me:
+        r = me.request("DELETE", f"/users/{uid}/password", json={"current": "rev passphrase 3"})
+        assert r.json() == {"id": uid, "has_password": False, "login_tokens_revoked": 1}
+    assert _works(d, web) and not _works(d, third) and _works(d, issued)
+    with d.admin() as admin:
+        assert admin.put(f"/users/{uid}/password", json={"password": "rev passphrase 4"}).json()["login_tokens_revoked"] == 1
+        assert not _works(d, web)
+        assert admin.request("DELETE", f"/users/{uid}/password", json={}).json()["login_tokens_revoked"] == 0
+    assert _works(d, issued)
+    sets = [a for a in _audit(d, action="user.password.set") if a["target"] == f"user:{uid}"]
+    assert [a["detail"]["login_tokens_revoked"] for a in sets] == [1, 1, 2, 0]  # newest first
+
+
+def test_a_password_is_compared_in_nfc(d: DaemonProc) -> None:
+    name = _name("nfc")
+    with d.admin() as admin:
+        uid, _ = make_user(admin, name)
+        assert admin.put(f"/users/{uid}/password", json={"password": "cre\u0300me bru\u0302le\u0301e"}).status_code == 200
+    assert _login(d, name, "cr\u00e8me br\u00fbl\u00e9e").status_code == 200
+
+
+@pytest.mark.parametrize("bad", ["\x00", "\t", "\n", "\r", "\x1b"])
+def test_control_characters_in_passwords_are_422(d: DaemonProc, bad: str) -> None:
+    with d.admin() as admin:
+        err = assert_error_shape(admin.put("/users/1/password", json={"password": f"long{bad}enough"}), 422)
+        assert "control characters" in err["message"], err
+        err = assert_error_shape(admin.put("/users/1/password", json={"password": "long enough", "current": bad}), 422)
+        assert "current" in err["message"] and "control characters" in err["message"], err
+    err = assert_error_shape(httpx.post(f"{d.url}/auth/login", json={"name": "admin", "password": f"x{bad}"}, timeout=10), 422)
+    assert "control characters" in err["message"], err
+
+
+@pytest.mark.parametrize("raw", [b"null", b"[]", b"3", b'"text"'])
+def test_a_body_that_is_not_an_object_reads_plainly(d: DaemonProc, raw: bytes) -> None:
+    r = httpx.post(f"{d.url}/auth/login", content=raw, headers={"Content-Type": "application/json"}, timeout=10)
+    err = assert_error_shape(r, 422)
+    assert err["message"] == "the body must be a JSON object", err
+
+
+def test_checking_ones_own_password(d: DaemonProc) -> None:
+    name = _name("chk")
+    with d.admin() as admin:
+        uid, token = make_user(admin, name)
+        other, _ = make_user(admin, _name("chk-other"))
+    with d.client(token) as me:
+        err = assert_error_shape(me.post(f"/users/{uid}/password/check", json={"current": "anything"}), 409)
+        assert err["code"] == "no_password"
+        assert me.put(f"/users/{uid}/password", json={"password": "check me please"}).status_code == 200
+        r = me.post(f"/users/{uid}/password/check", json={"current": "check me please"})
+        assert r.status_code == 200 and r.json() == {"id": uid, "ok": True}
+        err = assert_error_shape(me.post(f"/users/{uid}/password/check", json={"current": "not it"}), 403)
+        assert err["code"] == "wrong_password"
+        assert_error_shape(me.post(f"/users/{uid}/password/check", json={}), 422)
+        err = assert_error_shape(me.post(f"/users/{other}/password/check", json={"current": "x"}), 403)
+        assert err["code"] == "own_only"
+        for _ in range(4):  # with the failure above: 5, the login limit
+            assert me.post(f"/users/{uid}/password/check", json={"current": "not it"}).status_code == 403
+        r = me.post(f"/users/{uid}/password/check", json={"current": "check me please"})
+        assert_error_shape(r, 429)
+        assert "Retry-After" in r.headers
+    rows = [a for a in _audit(d, action="user.password.check") if a["target"] == f"user:{uid}"]
+    assert [a["detail"]["reason"] for a in rows] == ["throttled"] + ["wrong_password"] * 5
 
 
 # ---------------------------------------------------------------- who may call what

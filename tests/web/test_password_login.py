@@ -81,9 +81,52 @@ def test_every_failure_shows_one_message_and_sets_no_cookie(web: httpx.Client, s
 
 
 def test_empty_fields_are_refused_without_asking_the_daemon(web: httpx.Client) -> None:
-    for data in ({"via": "password", "name": "", "password": "x"}, {"via": "password", "name": "x", "password": ""}):
+    for data in ({"via": "password", "name": "", "password": "x"}, {"via": "password", "name": "x", "password": ""},
+                 {"via": "password"}):
         r = web.post("/login", data=data)
-        assert r.status_code == 401 and "Enter your name and password." in r.text
+        assert r.status_code == 400 and "Enter your name and password." in r.text
+        assert "set-cookie" not in r.headers
+    r = web.post("/login", data={"token": ""})
+    assert r.status_code == 400 and "Enter your Elowen token." in r.text
+
+
+@pytest.mark.parametrize(("name", "password", "message"), [
+    ("someone", "x" * 1025, "That password is too long: passwords have at most 1024 characters."),
+    ("n" * 101, "some passphrase", "That name is too long: names have at most 100 characters."),
+    ("someone", "tab\there", "A password may not contain control characters"),
+])
+def test_unusable_fields_say_what_is_wrong(web: httpx.Client, stack: Stack, name: str, password: str, message: str) -> None:
+    _, real, _ = _user(stack, "right passphrase")
+    r = _password_login(web, real if name == "someone" else name, password)
+    assert r.status_code == 400 and message in r.text, r.text
+    assert "Enter your name and password." not in r.text and "set-cookie" not in r.headers
+    assert password not in r.text
+
+
+def test_a_password_change_ends_other_password_sessions(stack: Stack) -> None:
+    uid, name, issued = _user(stack, "first passphrase")
+    with httpx.Client(base_url=stack.web_url, timeout=10) as first, \
+            httpx.Client(base_url=stack.web_url, timeout=10) as token_login:
+        assert _password_login(first, name, "first passphrase").status_code == 302
+        assert token_login.post("/login", data={"token": issued}).status_code == 302
+        assert first.get("/", follow_redirects=False).status_code == 200
+        with stack.admin() as admin:
+            r = admin.put(f"/users/{uid}/password", json={"password": "second passphrase"})
+            assert r.json()["login_tokens_revoked"] == 1
+        assert _login_tokens(stack, uid) == 0
+        assert first.get("/partials/kanban", follow_redirects=False).status_code == 401  # that session is over
+        assert token_login.get("/partials/kanban", follow_redirects=False).status_code == 200  # a token login stays
+
+
+def test_the_users_panel_shows_who_has_a_password(web: httpx.Client, stack: Stack) -> None:
+    _, with_pw, _ = _user(stack, "panel passphrase")
+    _, without_pw, _ = _user(stack, None)
+    assert web.post("/login", data={"token": stack.admin_token}).status_code == 302
+    page = web.get("/partials/users")
+    assert page.status_code == 200, page.text
+    for name, shown in ((with_pw, "Password: yes"), (without_pw, "Password: no")):
+        row = page.text.split(f"<strong>{name}</strong>", 1)[1].split("</li>", 1)[0]
+        assert shown in row, row
 
 
 def test_the_daemons_throttle_is_shown_clearly(web: httpx.Client, stack: Stack) -> None:

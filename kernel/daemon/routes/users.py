@@ -15,6 +15,8 @@ from ..models import (
     LoggedOut,
     Login,
     LoginOut,
+    PasswordCheck,
+    PasswordChecked,
     PasswordRemove,
     PasswordSet,
     PasswordState,
@@ -159,6 +161,22 @@ def _too_many(wait: int) -> Response:
                           {"Retry-After": str(wait)})
 
 
+def _audit_throttled(state: DaemonState, name: str, actor: str, action: str, target: str,
+                     detail: dict[str, Any]) -> None:
+    """Audit an attempt refused by the throttle: at most one row per name per throttle window,
+    carrying ``attempts`` (the refused attempts it stands for; the others were only counted)."""
+    attempts = state.users.throttle.refused(name)
+    if attempts is not None:
+        state.kernel.store.audit(actor, action, target, "denied", {**detail, "reason": "throttled", "attempts": attempts})
+
+
+def _with_unaudited(state: DaemonState, name: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """``detail`` plus ``throttled_unaudited``: refused attempts for ``name`` that no row has
+    reported yet (only when there are some)."""
+    unaudited = state.users.throttle.take_unaudited(name)
+    return {**detail, "throttled_unaudited": unaudited} if unaudited else detail
+
+
 async def _check_own_password(state: DaemonState, me: Principal, user_id: int, current_password: str | None,
                               action: str) -> Response | None:
     """For a user changing their own password: the current one must match (throttled like a
@@ -179,14 +197,15 @@ async def _check_own_password(state: DaemonState, me: Principal, user_id: int, c
         raise Forbidden("give your current password (\"current\") to change it", code="current_password_required")
     wait = users.throttle.retry_after(me.name)
     if wait is not None:
-        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied", {"reason": "throttled"})
+        _audit_throttled(state, me.name, me.actor, action, f"user:{user_id}", {})
         return _too_many(wait)
     users.throttle.failed(me.name)  # counted before the slow check: parallel guesses see it
     try:
         await trio.to_thread.run_sync(UserService.check_current, stored, current_password, limiter=users.hash_limiter)
     except WrongPassword as exc:
         reason = "current_password_required" if exc.missing else "wrong_password"
-        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied", {"reason": reason})
+        state.kernel.store.audit(me.actor, action, f"user:{user_id}", "denied",
+                                 _with_unaudited(state, me.name, {"reason": reason}))
         raise Forbidden(str(exc), code=reason) from None
     users.throttle.succeeded(me.name)
     return None
@@ -210,11 +229,12 @@ async def set_password(me: Principal, user_id: int, body: PasswordSet) -> Any:
             return refused
     stored = await trio.to_thread.run_sync(hash_password, body.password, limiter=state.users.hash_limiter)
     try:
-        state.users.store_password_hash(user_id, stored)
+        revoked = state.users.store_password_hash(user_id, stored, keep_token_id=me.token_id if own else None)
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
-    state.kernel.store.audit(me.actor, "user.password.set", f"user:{user_id}", "ok", {"own": own})
-    return {"id": user_id, "has_password": True}
+    state.kernel.store.audit(me.actor, "user.password.set", f"user:{user_id}", "ok",
+                             {"own": own, "login_tokens_revoked": revoked})
+    return {"id": user_id, "has_password": True, "login_tokens_revoked": revoked}
 
 
 @api.route("DELETE", "/users/<id:user_id>/password",
@@ -228,11 +248,34 @@ async def remove_password(me: Principal, user_id: int, body: PasswordRemove) -> 
         if refused is not None:
             return refused
     try:
-        state.users.store_password_hash(user_id, None)
+        revoked = state.users.store_password_hash(user_id, None, keep_token_id=me.token_id if own else None)
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
-    state.kernel.store.audit(me.actor, "user.password.remove", f"user:{user_id}", "ok", {"own": own})
-    return {"id": user_id, "has_password": False}
+    state.kernel.store.audit(me.actor, "user.password.remove", f"user:{user_id}", "ok",
+                             {"own": own, "login_tokens_revoked": revoked})
+    return {"id": user_id, "has_password": False, "login_tokens_revoked": revoked}
+
+
+@api.route("POST", "/users/<id:user_id>/password/check",
+           summary="Check your own current password (before choosing a new one); throttled like a login",
+           body=PasswordCheck, response=PasswordChecked, errors=(404, 409, 429))
+async def check_password(me: Principal, user_id: int, body: PasswordCheck) -> Any:
+    """Only for one's own password (403 ``own_only`` otherwise). 200 ``{id, ok: true}`` when
+    it matches; 403 ``wrong_password`` when not; 409 ``no_password`` when none is set; 429 as
+    for a login (failures count towards the same per-name limit). Changes nothing."""
+    state = current()
+    if user_id != me.user_id:
+        raise Forbidden("you may check only your own password", code="own_only")
+    try:
+        has_password = state.users.password_hash(user_id) is not None
+    except UserNotFound as exc:
+        raise NotFound(str(exc)) from None
+    if not has_password:
+        raise Conflict("you have no password to check", code="no_password")
+    refused = await _check_own_password(state, me, user_id, body.current, "user.password.check")
+    if refused is not None:
+        return refused
+    return {"id": user_id, "ok": True}
 
 
 @api.route("POST", "/auth/login", summary="Log in with name and password: a new token for the user", auth="public",
@@ -240,13 +283,15 @@ async def remove_password(me: Principal, user_id: int, body: PasswordRemove) -> 
 async def login(body: Login) -> Any:
     """Failures (unknown name, no password, wrong password) all answer 401 with one message;
     5 failures for a name within 60 s answer 429 ``too_many_attempts`` with ``Retry-After``
-    until the window passes (see :mod:`elowen.daemon.throttle`). Every attempt is audited
-    (``auth.login``; the password never is)."""
+    until the window passes (see :mod:`elowen.daemon.throttle`). Every checked attempt is
+    audited (``auth.login``; the password never is); attempts refused by the throttle write at
+    most one row per name per window (``attempts``: how many it stands for; the next checked
+    attempt's row carries ``throttled_unaudited``)."""
     state = current()
     users, store = state.users, state.kernel.store
     wait = users.throttle.retry_after(body.name)
     if wait is not None:
-        store.audit("anonymous", "auth.login", "", "denied", {"name": body.name, "reason": "throttled"})
+        _audit_throttled(state, body.name, "anonymous", "auth.login", "", {"name": body.name})
         return _too_many(wait)
     users.throttle.failed(body.name)  # counted before the slow check: parallel guesses see it
     row = users.login_row(body.name)
@@ -255,7 +300,8 @@ async def login(body: Login) -> Any:
     if not ok or row is None:
         reason = "unknown_user" if row is None else "no_password" if stored is None else "wrong_password"
         target = f"user:{row['id']}" if row is not None else ""
-        store.audit("anonymous", "auth.login", target, "denied", {"name": body.name, "reason": reason})
+        store.audit("anonymous", "auth.login", target, "denied",
+                    _with_unaudited(state, body.name, {"name": body.name, "reason": reason}))
         raise Unauthorized(LOGIN_FAILED, code="login_failed")
     user_id = int(row["id"])
     try:
@@ -266,7 +312,8 @@ async def login(body: Login) -> Any:
         store.audit("anonymous", "auth.login", f"user:{user_id}", "denied", {"name": body.name, "reason": "unknown_user"})
         raise Unauthorized(LOGIN_FAILED, code="login_failed") from None
     users.throttle.succeeded(body.name)
-    store.audit(f"user:{user_id}", "auth.login", f"user:{user_id}", "ok", {"name": body.name, "rehashed": fresh is not None})
+    store.audit(f"user:{user_id}", "auth.login", f"user:{user_id}", "ok",
+                _with_unaudited(state, body.name, {"name": body.name, "rehashed": fresh is not None}))
     return {"token": token, "user": users.get(user_id)}
 
 

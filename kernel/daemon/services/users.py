@@ -161,15 +161,23 @@ class UserService:
             raise UserNotFound(f"user {user_id} not found")
         return row["password_hash"]
 
-    def store_password_hash(self, user_id: int, stored: str | None) -> None:
+    def store_password_hash(self, user_id: int, stored: str | None, *, keep_token_id: int | None = None) -> int:
         """Store a hash made by :func:`elowen.daemon.passwords.hash_password` (``None``: remove
-        the password; the user logs in with a token only).
+        the password; the user logs in with a token only) and revoke the user's login tokens
+        (``origin = 'login'``, made by ``POST /auth/login``) in the same transaction, except
+        ``keep_token_id`` (the token of a user changing their own password). Issued tokens stay.
+        Returns how many login tokens were revoked.
 
         Raises:
             UserNotFound.
         """
-        if not self.store.execute("UPDATE users SET password_hash = ? WHERE id = ?", (stored, user_id)):
-            raise UserNotFound(f"user {user_id} not found")
+        with self.store.transaction():
+            if not self.store.execute("UPDATE users SET password_hash = ? WHERE id = ?", (stored, user_id)):
+                raise UserNotFound(f"user {user_id} not found")
+            return self.store.execute(
+                "DELETE FROM tokens WHERE user_id = ? AND origin = 'login' AND id IS NOT ?",
+                (user_id, keep_token_id),
+            )
 
     def upgrade_password_hash(self, user_id: int, old: str, new: str) -> bool:
         """Replace hash ``old`` by ``new`` (same password, today's parameters) unless the

@@ -38,6 +38,8 @@ MAX_PASSWORD = 1024
 
 _DAEMON_DOWN = "The Elowen daemon is not answering. Start it with `elowen up`, then try again."
 _SECONDS = re.compile(r"(\d+)\s*s\b")
+#: C0 control characters: the daemon refuses them in a password (422).
+_CONTROL = re.compile(r"[\x00-\x1f]")
 
 
 class _Refused(Exception):
@@ -57,8 +59,10 @@ def safe_next(target: str | None) -> str:
 
 
 async def _with_token(token: str) -> tuple[str, dict[str, Any]]:
-    if not token or len(token) > MAX_TOKEN:
-        raise _Refused("Enter your Elowen token.")
+    if not token:
+        raise _Refused("Enter your Elowen token.", 400)
+    if len(token) > MAX_TOKEN:
+        raise _Refused("That token was not accepted.")
     try:
         reply = await web_state().daemon.call(token, "GET", "/users/me")
     except DaemonDown:
@@ -76,9 +80,23 @@ def _throttled(reply: Reply) -> str:
     return f"Too many failed attempts for this name. Wait {wait}, then try again."
 
 
+def _form_problem(name: str, password: str) -> str | None:
+    """What is wrong with the filled-in form before asking the daemon (400), or ``None``."""
+    if not name or not password:
+        return "Enter your name and password."
+    if len(name) > MAX_NAME:
+        return f"That name is too long: names have at most {MAX_NAME} characters."
+    if len(password) > MAX_PASSWORD:
+        return f"That password is too long: passwords have at most {MAX_PASSWORD} characters."
+    if _CONTROL.search(password):
+        return "A password may not contain control characters (tabs, line breaks and the like)."
+    return None
+
+
 async def _with_password(name: str, password: str) -> tuple[str, dict[str, Any]]:
-    if not name or not password or len(name) > MAX_NAME or len(password) > MAX_PASSWORD:
-        raise _Refused("Enter your name and password.")
+    problem = _form_problem(name, password)
+    if problem is not None:
+        raise _Refused(problem, 400)
     try:
         reply = await web_state().daemon.call(None, "POST", "/auth/login", json={"name": name, "password": password})
     except DaemonDown:
@@ -96,7 +114,10 @@ async def _with_password(name: str, password: str) -> tuple[str, dict[str, Any]]
 @bp.route("/login", methods=["GET", "POST"])
 async def login() -> object:
     """GET: the form. POST: ``token``, or ``via=password`` with ``name`` and ``password``;
-    checked with the daemon, then a fresh session (401, 429 or 503 with the form again)."""
+    checked with the daemon, then a fresh session. Refusals show the form again with a message:
+    400 for a missing or unusable field (empty, too long, control characters in the password),
+    401 for a wrong name, password or token, 429 while the daemon throttles the name, 503 when
+    the daemon is down."""
     if request.method == "GET":
         if session_or_none() is not None:
             return redirect("/")
