@@ -1,15 +1,24 @@
 """Claude Code provider (npm ``@anthropic-ai/claude-code``, verified with 2.1.197).
 
 Command line: ``claude [--model M] [--session-id UUID | --resume UUID]
-[--dangerously-skip-permissions] [extra args] -- PROMPT``. The session id is chosen up front
+[--dangerously-skip-permissions --settings '{"skipDangerousModePermissionPrompt": true}']
+[extra args] -- PROMPT``. The session id is chosen up front
 (uuid4). Trust: ``hasTrustDialogAccepted`` per project (and ``hasCompletedOnboarding``) in
 ``$CLAUDE_CONFIG_DIR/.claude.json`` or ``$HOME/.claude.json``. Transcripts:
 ``<config>/projects/<cwd with every non-alphanumeric character as ->/<uuid>.jsonl`` where
 ``<config>`` is ``$CLAUDE_CONFIG_DIR`` or ``$HOME/.claude``.
+
+Root: Claude Code 2.1 refuses ``--dangerously-skip-permissions`` when run as root ("cannot be
+used with root/sudo privileges for security reasons") and exits with status 1, unless
+``IS_SANDBOX=1`` is in its environment. Elowen never sets that by itself: on a machine that is a
+sandbox (a container or VM of its own), add it to the plugin's ``env`` setting; otherwise a
+skip-permissions launch as root is logged as a warning and the CLI's refusal reaches the task
+or the overseer's log.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import uuid
@@ -24,6 +33,11 @@ from elowen_builtins.agents.providers import Provider, atomic_update, dump_json,
 __all__ = ["ClaudeProvider", "register_executors"]
 
 _NON_ALNUM = re.compile(r"[^A-Za-z0-9]")
+SKIP_DIALOG_SETTINGS = '{"skipDangerousModePermissionPrompt": true}'
+"""``--settings`` JSON given with ``--dangerously-skip-permissions`` (Claude Code 2.1.197:
+``skipDangerousModePermissionPrompt``, "Whether the user has accepted the bypass permissions
+mode dialog", read from user, local, flag and policy settings)."""
+log = logging.getLogger(__name__)
 
 
 class ClaudeProvider(Provider):
@@ -47,7 +61,13 @@ class ClaudeProvider(Provider):
         if session_id:
             argv += ["--resume" if resume else "--session-id", session_id]
         if skip_permissions:
-            argv.append("--dangerously-skip-permissions")
+            # the CLI's one-time "Bypass Permissions mode" warning (1. No, exit / 2. Yes, I
+            # accept) would hold the session forever; skip_permissions is that acceptance, given
+            # in Elowen's config. Passed as flag settings: nothing is written to the user's files.
+            argv += ["--dangerously-skip-permissions", "--settings", SKIP_DIALOG_SETTINGS]
+            if os.geteuid() == 0 and self.settings.env.get("IS_SANDBOX") != "1":
+                log.warning("claude: Claude Code refuses --dangerously-skip-permissions as root; if this machine is a "
+                            "sandbox, set IS_SANDBOX=1 in the claude-code plugin's env (docs/agents.md)")
         argv += extra_args
         if prompt:
             argv += ["--", prompt]

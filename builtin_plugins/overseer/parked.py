@@ -38,6 +38,18 @@ from .policy import Proposal
 
 __all__ = ["OVERSEER_USER", "ParkedOverseers", "render_overseer_prompt"]
 
+
+async def _last_words(tmux: Any, target: str) -> str:
+    """``": <the dead pane's last non-empty line>"`` (what the CLI said before it exited, e.g.
+    Claude Code's refusal to skip permissions as root), or ``""``."""
+    try:
+        screen = await tmux.capture(target)
+    except Exception:  # the pane went away meanwhile: the status alone says enough
+        return ""
+    lines = [ln.strip() for ln in screen.splitlines() if ln.strip() and not ln.strip().startswith("Pane is dead")]
+    return f": {lines[-1][:200]}" if lines else ''
+
+
 log = logging.getLogger(__name__)
 
 OVERSEER_USER = "overseer-m{mission_id}"
@@ -216,7 +228,8 @@ class ParkedOverseers:
         try:
             info = await tmux.pane_info(row["pane_id"] or name)
             if info.dead:
-                return f"the overseer CLI exited (status {info.dead_status})"
+                status = "" if info.dead_status is None else f" (status {info.dead_status})"
+                return f"the overseer CLI exited{status}" + await _last_words(tmux, row["pane_id"] or name)
             if info.current_command in SHELLS:
                 return f"the overseer CLI fell back to a shell ({info.current_command})"
             screen = await tmux.capture(row["pane_id"] or name)

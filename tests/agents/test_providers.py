@@ -18,7 +18,7 @@ from elowen_sdk import Executor, load_manifest
 
 from elowen_builtins.agents.providers import ProviderError, ProviderSettings
 from elowen_builtins.claude_code import plugin as claude_plugin
-from elowen_builtins.claude_code.plugin import ClaudeProvider
+from elowen_builtins.claude_code.plugin import SKIP_DIALOG_SETTINGS, ClaudeProvider
 from elowen_builtins.codex import plugin as codex_plugin
 from elowen_builtins.codex.plugin import CodexProvider
 from elowen_builtins.kilo import plugin as kilo_plugin
@@ -40,7 +40,7 @@ def test_claude_command_lines() -> None:
     p = ClaudeProvider({})
     assert p.build_command("do it", model="sonnet", session_id=UUID) == ["claude", "--model", "sonnet", "--session-id", UUID, "--", "do it"]
     assert p.build_command("go on", model="opus", session_id=UUID, resume=True, skip_permissions=True, extra_args=["--verbose"]) == [
-        "claude", "--model", "opus", "--resume", UUID, "--dangerously-skip-permissions", "--verbose", "--", "go on",
+        "claude", "--model", "opus", "--resume", UUID, "--dangerously-skip-permissions", "--settings", SKIP_DIALOG_SETTINGS, "--verbose", "--", "go on",
     ]
     assert p.build_command("-R starts with a dash", model=None) == ["claude", "--", "-R starts with a dash"]
     assert p.build_command("", model=None, binary="/opt/claude") == ["/opt/claude"]
@@ -71,7 +71,7 @@ def test_settings_from_config_apply() -> None:
     p = ClaudeProvider(cfg)
     assert p.settings == ProviderSettings("/usr/local/bin/claude", ("--add-dir", "/data"), True, False, "haiku")
     assert p.build_command("t", extra_args=["--debug"]) == [
-        "/usr/local/bin/claude", "--model", "haiku", "--dangerously-skip-permissions", "--add-dir", "/data", "--debug", "--", "t",
+        "/usr/local/bin/claude", "--model", "haiku", "--dangerously-skip-permissions", "--settings", SKIP_DIALOG_SETTINGS, "--add-dir", "/data", "--debug", "--", "t",
     ]
     # explicit arguments win over the settings
     assert p.build_command("t", model="opus", skip_permissions=False, binary="claude")[:3] == ["claude", "--model", "opus"]

@@ -152,7 +152,14 @@ class Daemon:
         self.tmux("kill-server")
 
 
-def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = None, *, cli: str = "opencode") -> Daemon:
+PLUGIN = {"claude": "claude-code", "codex": "codex", "opencode": "opencode", "kilo": "kilo"}
+
+
+def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = None, *, cli: str = "opencode",
+          overseer_cli: str | None = None, sandbox: bool = True) -> Daemon:
+    """A daemon whose tasks run on ``cli`` (OpenCode by default); ``overseer_cli`` (another CLI)
+    is configured too, for a parked overseer running on it (``sandbox``: as root, Claude gets
+    ``IS_SANDBOX=1``)."""
     fake_home, repo, home = tmp_path / "agent-home", tmp_path / "repo", tmp_path / "elowen"
     for p in (fake_home, repo, home):
         p.mkdir()
@@ -168,10 +175,16 @@ def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = 
                 "url": f"http://127.0.0.1:{port}", "scheduler_interval": 1.0, "sweep_interval": 1.0,
                 "liveness_interval": 0.5, "stuck_interval": 0.5, "janitor_interval": 0.5,
             }},
-            "opencode": {"config": {"binary": launch.argv[0], "env": launch.env}},
+            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env}},
             "overseer": {"config": {"model": "fake/fake-model", "sweep_interval": 1.0, "liveness_interval": 0.5, **(overseer or {})}},
         },
     }
+    if overseer_cli is not None and overseer_cli != cli:
+        other = prepare_agent(overseer_cli, fake_home, repo, model.url)  # type: ignore[arg-type]
+        env = dict(other.env)
+        if overseer_cli == "claude" and os.geteuid() == 0 and sandbox:
+            env["IS_SANDBOX"] = "1"  # this test machine is a sandbox VM; see docs/agents.md, "Claude Code as root"
+        settings["plugins"][PLUGIN[overseer_cli]] = {"config": {"binary": other.argv[0], "env": env}}
     (home / "config.toml").write_text(tomli_w.dumps(settings))
     proc, url = launch_daemon(home, port, tmp_path / "daemon-stderr.txt")
     token = (home / "admin.token").read_text().strip()

@@ -9,6 +9,7 @@ The agent's model runs the ``RUN: <cmd>`` commands at the end of the task descri
 from __future__ import annotations
 
 import time
+import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,8 +36,8 @@ def model() -> Iterator[ModelServer]:
 def daemon(tmp_path: Path, model: ModelServer) -> Iterator[Callable[..., Daemon]]:
     started: list[Daemon] = []
 
-    def make(**overseer: object) -> Daemon:
-        d = start(tmp_path, model, overseer)
+    def make(overseer_cli: str | None = None, sandbox: bool = True, **overseer: object) -> Daemon:
+        d = start(tmp_path, model, overseer, overseer_cli=overseer_cli, sandbox=sandbox)
         started.append(d)
         return d
 
@@ -101,8 +102,9 @@ def test_l0_dispatches_nothing_until_the_level_rises(daemon: Callable[..., Daemo
     assert approved["status"] == "approved"
 
 
-def test_parked_overseer_cli_decides_and_killing_it_escalates(daemon: Callable[..., Daemon]) -> None:
-    d = daemon(overseer_exec="opencode:fake/fake-model")
+@pytest.mark.parametrize("overseer_exec", ["opencode:fake/fake-model", "claude:fake-model"])
+def test_parked_overseer_cli_decides_and_killing_it_escalates(daemon: Callable[..., Daemon], overseer_exec: str) -> None:
+    d = daemon(overseer_cli=overseer_exec.split(":")[0], overseer_exec=overseer_exec)
     mission = d.mission(1)
     agent = wait(lambda: [a for a in d.get("/overseer/agents")["items"] if a["state"] == "running"], "the overseer agent", on_fail=d.screen)[0]
     marker = f"ok-{uuid.uuid4().hex[:6]}"
@@ -131,3 +133,11 @@ def _claimed(d: Daemon, decision_id: int) -> bool:
     finally:
         conn.close()
     return bool(rows and rows[0][0])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Claude Code only refuses to skip permissions when run as root")
+def test_an_overseer_cli_that_exits_at_once_says_why(daemon: Callable[..., Daemon]) -> None:
+    d = daemon(overseer_cli="claude", sandbox=False, overseer_exec="claude:fake-model", max_overseer_restarts=0)
+    d.mission(1)
+    dead = wait(lambda: [a for a in d.get("/overseer/agents")["items"] if a["state"] == "dead"], "the overseer agent's death", on_fail=d.screen)[0]
+    assert dead["end_reason"].startswith("the overseer CLI exited") and "root/sudo privileges" in dead["end_reason"], dead
