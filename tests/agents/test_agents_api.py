@@ -6,7 +6,6 @@ see, and only the task's owner (or an admin) types keys, decides, or gets an inp
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import stat
@@ -25,6 +24,7 @@ import wsproto
 import wsproto.events as ws_events
 
 from tests.daemon.helpers import assert_error_shape, make_project, make_user
+from tests.support.daemon import launch_daemon
 from tests.support.waiting import free_port, wait
 
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
@@ -55,21 +55,8 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
         "claude-code": {"config": {"binary": str(wrapper), "env": {"FAKE_LOG": str(tmp_path / "fake.log")}}},
     }}
     (home / "config.toml").write_text(tomli_w.dumps(settings))
-    env = {**os.environ, "ELOWEN_HOME": str(home)}
-    env.pop("ELOWEN_DB", None)
-    proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr.txt", "ab"))  # noqa: SIM115
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
-        try:
-            return httpx.get(url + "/health", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
+    proc, url = launch_daemon(home, port, tmp_path / "stderr.txt")
     try:
-        wait(up, "daemon")
         d = Daemon(url, (home / "admin.token").read_text().strip())
         with d.client() as c:
             wait(lambda: c.get("/plugins/agents").json()["state"] == "enabled", "agents enabled")

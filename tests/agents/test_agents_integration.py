@@ -10,11 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import subprocess
-import sys
-import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -29,7 +26,8 @@ from elowen.daemon.services.tasks import TaskService
 from elowen_builtins.agents.decisions import Verdict
 from elowen_builtins.agents.screen import classify
 
-FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
+from tests.support.fake_cli import fake_claude, private_tmux_socket
+from tests.support.waiting import until
 SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "claude"
 FAST = {
     "scheduler_interval": 0.5,
@@ -83,29 +81,10 @@ class World:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False)
 
 
-async def until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    with trio.move_on_after(timeout):
-        while True:
-            value = predicate()
-            if value:
-                return value
-            await trio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def wrapper(tmp: Path) -> Path:
-    """An executable that starts the fake agent (the provider puts its flags after argv[0])."""
-    path = tmp / "fake-claude"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return path
-
-
 @pytest.fixture
 def socket_name() -> Any:
-    name = f"elowen-test-{uuid.uuid4().hex[:10]}"
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, check=False)
+    with private_tmux_socket() as name:
+        yield name
 
 
 @asynccontextmanager
@@ -113,7 +92,7 @@ async def world(tmp: Path, socket: str, *, env: dict[str, str] | None = None, ag
     log = tmp / "fake.log"
     config = {
         "tmux": {"socket": socket, "enter_delay": 0.05},
-        "claude-code": {"binary": str(wrapper(tmp)), "env": {"FAKE_LOG": str(log), **(env or {})}},
+        "claude-code": {"binary": str(fake_claude(tmp)), "env": {"FAKE_LOG": str(log), **(env or {})}},
         "agents": {**FAST, **(agents or {})},
     }
     async with plugin_kernel(tmp, enable=["agents", "tmux", "claude-code"], config=config) as kernel:

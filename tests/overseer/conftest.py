@@ -7,9 +7,7 @@ the daemon does; no HTTP here (``tests/e2e/test_overseer_*.py`` use the daemon).
 from __future__ import annotations
 
 import json
-import stat
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -17,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 from elowen_sdk import Service
 from elowen_sdk.testing import plugin_kernel
 
@@ -26,7 +23,8 @@ from elowen.daemon.services.tasks import TaskService
 from elowen_builtins.inference import add_provider
 from tests.support.model_server import ModelServer, ParsedRequest, Reply
 
-FAKE_AGENT = Path(__file__).resolve().parents[1] / "agents" / "fake_agent.py"
+from tests.support.fake_cli import fake_claude, private_tmux_socket
+from tests.support.waiting import until
 MODEL = "fake/fake-model"
 FAST_AGENTS = {"scheduler_interval": 0.3, "sweep_interval": 0.5, "liveness_interval": 0.2, "stuck_interval": 0.3, "janitor_interval": 0.3}
 
@@ -86,28 +84,10 @@ class World:
         return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False)
 
 
-async def until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    with trio.move_on_after(timeout):
-        while True:
-            value = predicate()
-            if value:
-                return value
-            await trio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def _wrapper(tmp: Path) -> Path:
-    path = tmp / "fake-claude"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return path
-
-
 @pytest.fixture
 def socket_name() -> Iterator[str]:
-    name = f"elowen-test-{uuid.uuid4().hex[:10]}"
-    yield name
-    subprocess.run(["tmux", "-L", name, "kill-server"], capture_output=True, check=False)
+    with private_tmux_socket() as name:
+        yield name
 
 
 @pytest.fixture
@@ -121,7 +101,7 @@ async def world(tmp: Path, socket: str, *, model: ModelServer | None = None, ove
     log = tmp / "fake.log"
     config = {
         "tmux": {"socket": socket, "enter_delay": 0.05},
-        "claude-code": {"binary": str(_wrapper(tmp)), "env": {"FAKE_LOG": str(log), **(env or {})}},
+        "claude-code": {"binary": str(fake_claude(tmp)), "env": {"FAKE_LOG": str(log), **(env or {})}},
         "agents": FAST_AGENTS,
         "overseer": {"model": MODEL if model is not None else "", "sweep_interval": 0.5, "liveness_interval": 0.2, **(overseer or {})},
     }

@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["free_port", "wait"]
+import trio
+
+__all__ = ["free_port", "until", "wait"]
 
 
 def free_port() -> int:
@@ -27,3 +29,14 @@ def wait(predicate: Callable[[], Any], what: str = "condition", timeout: float =
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out waiting for {what}" + (f"\n{on_fail()}" if on_fail else ""))
+
+
+async def until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    """The trio version of :func:`wait`: poll every 50 ms without blocking the event loop."""
+    with trio.move_on_after(timeout):
+        while True:
+            value = predicate()
+            if value:
+                return value
+            await trio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
