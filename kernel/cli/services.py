@@ -9,6 +9,7 @@ like a daemon that cannot be reached; a failed stop is 1."""
 from __future__ import annotations
 
 import os
+from typing import Any
 from pathlib import Path
 
 import click
@@ -55,13 +56,23 @@ def _stop(app: App, services: tuple[Service, ...], timeout: float, force: bool) 
         click.echo(f"{service.name}: stopped (pid {pid})" if pid else f"{service.name}: not running")
 
 
+foreground_option = click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+
+
+def stop_options(fn: Any) -> Any:
+    """``--timeout S`` (seconds after SIGTERM) and ``--force`` (SIGKILL after it)."""
+    fn = click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")(fn)
+    return click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True,
+                        help="Seconds to wait after SIGTERM.")(fn)
+
+
 @click.group()
 def daemon() -> None:
     """Run and inspect the Elowen daemon."""
 
 
 @daemon.command("start")
-@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@foreground_option
 @click.pass_obj
 def daemon_start(app: App, foreground: bool) -> None:
     """Start the daemon (detached, logging to $ELOWEN_HOME/logs/daemon.log) unless it runs."""
@@ -69,8 +80,7 @@ def daemon_start(app: App, foreground: bool) -> None:
 
 
 @daemon.command("stop")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait after SIGTERM.")
-@click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")
+@stop_options
 @click.pass_obj
 def daemon_stop(app: App, timeout: float, force: bool) -> None:
     """Stop the daemon (SIGTERM to the pid in $ELOWEN_HOME/daemon.pid) and wait for it."""
@@ -135,7 +145,7 @@ def daemon_reset_admin_token(app: App, user_name: str | None, keep_old: bool) ->
 
 
 @click.command()
-@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@foreground_option
 @click.pass_obj
 def up(app: App, foreground: bool) -> None:
     """Start everything Elowen runs: the daemon, then the web front end."""
@@ -152,7 +162,7 @@ def down(app: App, timeout: float, force: bool) -> None:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@foreground_option
 @click.pass_context
 def web(ctx: click.Context, foreground: bool) -> None:
     """Run the web front end alone (ELOWEN_WEB_PORT, default 4500); bare `elowen web` starts it."""
@@ -161,7 +171,7 @@ def web(ctx: click.Context, foreground: bool) -> None:
 
 
 @web.command("start")
-@click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
+@foreground_option
 @click.pass_obj
 def web_start(app: App, foreground: bool) -> None:
     """Start the web front end (detached, logging to $ELOWEN_HOME/logs/web.log) unless it runs."""
@@ -169,8 +179,7 @@ def web_start(app: App, foreground: bool) -> None:
 
 
 @web.command("stop")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait after SIGTERM.")
-@click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")
+@stop_options
 @click.pass_obj
 def web_stop(app: App, timeout: float, force: bool) -> None:
     """Stop the web front end (SIGTERM to the pid in $ELOWEN_HOME/web.pid)."""
