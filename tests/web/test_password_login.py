@@ -118,6 +118,30 @@ def test_a_password_change_ends_other_password_sessions(stack: Stack) -> None:
         assert token_login.get("/partials/kanban", follow_redirects=False).status_code == 200  # a token login stays
 
 
+def test_a_user_sets_and_changes_their_own_password_in_settings(stack: Stack) -> None:
+    uid, name, issued = _user(stack, None)
+    with httpx.Client(base_url=stack.web_url, timeout=10) as web:
+        assert web.post("/login", data={"token": issued}).status_code == 302
+        page = web.get("/settings").text
+        assert 'id="pw-new"' in page and 'id="pw-current"' not in page and "Set password" in page
+        csrf = {"X-CSRF-Token": _csrf(page), "HX-Request": "true"}
+        differ = web.post("/actions/password", data={"password": "one passphrase", "again": "another one"}, headers=csrf)
+        assert "The two new passwords differ." in differ.text and "X-Elowen-Ok" not in differ.headers
+        ok = web.post("/actions/password", data={"password": "one passphrase", "again": "one passphrase"}, headers=csrf)
+        assert "Password saved." in ok.text and ok.headers.get("X-Elowen-Ok") == "1", ok.text
+        page = web.get("/settings").text
+        assert 'id="pw-current"' in page and "Change password" in page  # now it asks for the current one
+        wrong = web.post("/actions/password", data={"current": "not it at all", "password": "two passphrase", "again": "two passphrase"}, headers=csrf)
+        assert "X-Elowen-Ok" not in wrong.headers and "password" in wrong.text.lower()
+        right = web.post("/actions/password", data={"current": "one passphrase", "password": "two passphrase", "again": "two passphrase"}, headers=csrf)
+        assert right.headers.get("X-Elowen-Ok") == "1", right.text
+        no_csrf = web.post("/actions/password", data={"password": "three passphrase", "again": "three passphrase"})
+        assert no_csrf.status_code == 403
+    with httpx.Client(base_url=stack.web_url, timeout=10) as other:
+        assert _password_login(other, name, "two passphrase").status_code == 302
+        assert _password_login(other, name, "one passphrase").status_code != 302
+
+
 def test_the_users_panel_shows_who_has_a_password(web: httpx.Client, stack: Stack) -> None:
     _, with_pw, _ = _user(stack, "panel passphrase")
     _, without_pw, _ = _user(stack, None)

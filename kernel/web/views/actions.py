@@ -10,7 +10,7 @@ from typing import Any
 from quart import Blueprint, abort, render_template, request
 
 from ..upstream import Reply
-from .common import api, login_required
+from .common import api, login_required, me
 from .panels import LEVELS, load
 
 __all__ = ["bp", "coerce_config"]
@@ -197,6 +197,22 @@ async def update_user(user_id: int) -> Any:
     if "tool_grants" in form:
         body["tool_grants"] = _list(form["tool_grants"]) or []
     return await _flash(await api("PATCH", f"/users/{user_id}", json=body), "User saved.")
+
+
+@bp.post("/password")
+@login_required
+async def password() -> Any:
+    """Set or change the logged-in user's own password (``PUT /users/{id}/password``; the
+    daemon checks ``current`` and keeps this session's token, ending other password logins)."""
+    form = await _form()
+    new, again = form.get("password", ""), form.get("again", "")
+    if new != again:
+        return await render_template("partials/flash.html", ok=False, text="The two new passwords differ.")
+    body: dict[str, Any] = {"password": new}
+    if form.get("current"):
+        body["current"] = form["current"]
+    user_id = me().user.get("id")
+    return await _flash(await api("PUT", f"/users/{user_id}/password", json=body), "Password saved.")
 
 
 @bp.post("/prefs")

@@ -77,10 +77,12 @@ async def settings() -> str:
     records = await gather(**{n: deferred("GET", f"/plugins/{n}") for n in wanted})
     ok = {n: r.body for n, r in records.items() if r.ok}
     prefs = await api("GET", "/brain/prefs")
+    mine = await api("GET", "/users/me")
     return await render_template(
         "settings.html", page="settings", **ctx,
         providers=[_config_view(ok[n]) for n in PROVIDER_PLUGINS if n in ok],
         inference=[_config_view(ok[n]) for n in INFERENCE_PLUGINS if n in ok],
         limits=[v for v in (_config_view(ok[n], LIMIT_WORDS) for n in LIMIT_PLUGINS if n in ok) if v["fields"]],
         prefs=prefs.body if prefs.ok else None,
+        has_password=bool(mine.ok and isinstance(mine.body, dict) and mine.body.get("has_password")),
     )
