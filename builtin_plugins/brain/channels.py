@@ -225,6 +225,8 @@ def plain_error(message: str) -> str:
     """A turn's error text as a sentence for a chat: Python exception class names stripped
     (``"ValueError: context too long"`` → ``"Sorry, that did not work: context too long."``)."""
     text = str(message).strip()
+    if text.startswith("Sorry, that did not work:"):  # already a sentence (a failed command)
+        return text
     while True:
         stripped = _EXC_PREFIX.sub("", text, count=1)
         if stripped == text:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,12 @@ if TYPE_CHECKING:
     from .service import BrainService
     from .sessions import Session
 
-__all__ = ["CHANNEL_HELP", "CONTINUE", "CommandResult", "is_driving", "run_command"]
+__all__ = ["CHANNEL_HELP", "CONTINUE", "CommandResult", "is_driving", "reply_event", "run_command"]
+
+log = logging.getLogger(__name__)
+
+FAILED = "Sorry, that did not work: {}"
+"""The reply to a plugin command whose handler raised (``{}``: the exception's message)."""
 
 CONTINUE = "Continue working on the goal. Report with the sentinel lines."
 
@@ -59,6 +65,18 @@ class CommandResult:
 
     text: str
     drive: str | None = None
+    error: str | None = None
+    """Set when the command failed (a plugin command's handler raised): the exception's
+    message; ``text`` is then ``"Sorry, that did not work: <message>"``."""
+
+
+def reply_event(reply: CommandResult) -> tuple[str, dict[str, Any]]:
+    """The session event a command reply is sent as: ``("brain.command", {"text"})``, or for a
+    failed command ``("brain.error", {"message": reply.text, "code": "command_failed"})`` (so
+    ``elowen chat -m`` exits 1, as for a failed turn)."""
+    if reply.error is not None:
+        return "brain.error", {"message": reply.text, "code": "command_failed"}
+    return "brain.command", {"text": reply.text}
 
 
 def is_driving(text: str) -> bool:
@@ -193,8 +211,23 @@ async def run_command(service: BrainService, session: Session, text: str, *, max
         return CommandResult(HELP + ("\nPlugin commands: " + ", ".join(f"/{n}" for n in extra) if extra else ""))
     owned = service.ctx_contributions("command").get(name)
     if owned is not None:
+        return await _plugin_command(service, owned, name, args)
+    return CommandResult(f"Unknown command /{name}. /help lists them.")
+
+
+async def _plugin_command(service: BrainService, owned: Any, name: str, args: str) -> CommandResult:
+    """Call a plugin's command handler; a handler that raises is answered with
+    :data:`FAILED`, its traceback logged once and an audit row written (actor: the plugin,
+    action ``command``, target the command name, outcome ``error``, detail ``{"error"}``)."""
+    try:
         reply = owned.obj.handler(args)
         if inspect.isawaitable(reply):
             reply = await reply
-        return CommandResult(str(reply))
-    return CommandResult(f"Unknown command /{name}. /help lists them.")
+    except Exception as exc:
+        message = str(exc).strip() or type(exc).__name__
+        log.exception("plugin %s: command /%s failed", owned.plugin, name)
+        service.ctx.store.audit(owned.plugin, "command", name, "error", {"error": f"{type(exc).__name__}: {message}"})
+        return CommandResult(FAILED.format(message), error=message)
+    return CommandResult(str(reply))
+
+

@@ -36,7 +36,7 @@ from elowen_builtins.inference.types import ToolSpec
 from . import goals as goal_rules
 from .approvals import ApprovalBroker
 from .channels import ChannelLinks, PlatformHost, run_channel_turn
-from .commands import CONTINUE, is_driving, run_command
+from .commands import CONTINUE, is_driving, reply_event, run_command
 from .goals import GoalLimits, goal_prompt
 from .sentinels import parse_sentinels
 from .sessions import Session, SessionRegistry
@@ -380,7 +380,7 @@ class BrainService:
                 session.scope = scope
                 if text.strip().startswith("/"):
                     reply = await run_command(self, session, text, max_turns=max_turns)
-                    session.emit("brain.command", {"text": reply.text})
+                    session.emit(*reply_event(reply))
                     if reply.drive is not None:
                         await self._goal_loop(session, reply.drive)
                 else:
@@ -423,7 +423,7 @@ class BrainService:
         first = before[-1]["id"] if before else 0
         if session.running:  # an instant command during a turn
             reply = await run_command(self, session, text, max_turns=max_turns)
-            session.emit("brain.command", {"text": reply.text})
+            session.emit(*reply_event(reply))
             return {"conversation_id": session.id, "command": reply.text, "messages": [], "goal": self.db.live_goal(session.id)}
         session.running = True
         await self.drive(session, text, max_turns=max_turns)
@@ -441,7 +441,8 @@ class BrainService:
         try:
             if session.running:
                 reply = await run_command(self, session, text, max_turns=max_turns)
-                yield {"type": "brain.command", "conversation_id": session.id, "user_id": user_id, "text": reply.text}
+                kind, data = reply_event(reply)
+                yield {"type": kind, "conversation_id": session.id, "user_id": user_id, **data}
                 yield {"type": "brain.done", "conversation_id": session.id, "user_id": user_id, "goal": self.db.live_goal(session.id)}
                 return
             session.running = True

@@ -42,12 +42,17 @@ __all__ = ["OVERSEER_USER", "ParkedOverseers", "render_overseer_prompt"]
 async def _last_words(tmux: Any, target: str) -> str:
     """``": <the dead pane's last non-empty line>"`` (what the CLI said before it exited, e.g.
     Claude Code's refusal to skip permissions as root), or ``""``."""
-    try:
-        screen = await tmux.capture(target)
-    except Exception:  # the pane went away meanwhile: the status alone says enough
-        return ""
-    lines = [ln.strip() for ln in screen.splitlines() if ln.strip() and not ln.strip().startswith("Pane is dead")]
-    return f": {lines[-1][:200]}" if lines else ''
+    lines: list[str] = []
+    for _ in range(10):  # tmux may notice the exit before it has drawn the last output: a moment
+        try:
+            screen = await tmux.capture(target)
+        except Exception:  # the pane went away meanwhile: the status alone says enough
+            return ""
+        lines = [ln.strip() for ln in screen.splitlines() if ln.strip() and not ln.strip().startswith("Pane is dead")]
+        if lines:
+            break
+        await trio.sleep(0.1)
+    return f": {lines[-1][:200]}" if lines else ""
 
 
 log = logging.getLogger(__name__)

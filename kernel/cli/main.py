@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "ask": "overseer:ask",
     "provider": "overseer:provider",
     "chat": "chat:chat",
+    "audit": "audit:audit",
 }
 """Command name → ``module:attribute`` in this package, imported only when the command runs
 (or for ``--help``), so a command pays for its own imports only."""

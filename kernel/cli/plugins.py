@@ -18,7 +18,7 @@ from .app import App, Failure
 from .client import ApiError
 from .output import Column, echo_json, fields, note, table
 
-__all__ = ["parse_assignment", "plugin"]
+__all__ = ["not_enabled_message", "parse_assignment", "plugin"]
 
 ENTRY_POINT_GROUP = "elowen.plugins"
 PLUGIN_COLUMNS: list[Column] = [
@@ -57,7 +57,24 @@ def _state_line(record: dict[str, Any]) -> str:
         line += f" — {record['error']}"
     if record.get("restart_required"):
         line += " (restart required)"
+    if record.get("installed") is False:
+        line += " (not installed)"
     return line
+
+
+def not_enabled_message(name: str, record: dict[str, Any]) -> str:
+    """The one message ``elowen plugin enable`` fails with when the daemon answered with a
+    record that is not ``enabled``; it ends with the fix. ``needs-approval`` →
+    ``plugin NAME needs capabilities not granted: A, B; grant them with: elowen plugin grant
+    NAME A B``; any other state → ``plugin NAME is STATE: ERROR; see `elowen plugin info NAME```."""
+    state = record.get("state")
+    caps = record.get("capabilities")
+    missing = [str(c) for c in (caps.get("missing") or [])] if isinstance(caps, dict) else []
+    if state == "needs-approval" and missing:
+        return (f"plugin {name} needs capabilities not granted: {', '.join(missing)}; "
+                f"grant them with: elowen plugin grant {name} {' '.join(missing)}")
+    reason = record.get("error") or "no reason given"
+    return f"plugin {name} is {state}: {reason}; see `elowen plugin info {name}`"
 
 
 def _plugins(app: App) -> list[dict[str, Any]]:
@@ -101,7 +118,11 @@ def plugin_info(app: App, name: str, as_json: bool) -> None:
     summary = {k: record.get(k) for k in ("name", "version", "state", "source", "entry", "description", "error") if k in record}
     if record.get("restart_required"):
         summary["restart_required"] = True
+    if record.get("installed") is False:
+        summary["installed"] = False
     fields(summary)
+    for warning in record.get("warnings") or []:
+        click.echo(f"warning: {warning}")
     caps = record.get("capabilities")
     if isinstance(caps, dict):
         click.echo("capabilities:")
@@ -135,11 +156,13 @@ def plugin_info(app: App, name: str, as_json: bool) -> None:
 @click.argument("name")
 @click.pass_obj
 def plugin_enable(app: App, name: str) -> None:
-    """Enable a plugin (its first enable grants the capabilities it requires)."""
+    """Enable a plugin (its first enable grants the capabilities it requires). Fails with one
+    message ending with the fix if it ends up not enabled; a plugin whose distribution was
+    uninstalled is refused (409 ``not_installed``)."""
     record = app.api.post(_path(app, name, "enable"))
+    if record.get("state") != "enabled":
+        raise Failure(not_enabled_message(name, record), 1)
     click.echo(_state_line(record))
-    if record.get("state") not in ("enabled",):
-        raise Failure(f"plugin {name} is {record.get('state')}: {record.get('error') or 'see `elowen plugin info ' + name + '`'}", 1)
 
 
 @plugin.command("disable")
@@ -167,11 +190,14 @@ def plugin_config(app: App, name: str, assignments: tuple[str, ...]) -> None:
 
 @plugin.command("grant")
 @click.argument("name")
-@click.argument("capability")
+@click.argument("capabilities", nargs=-1, required=True, metavar="CAPABILITY...")
 @click.pass_obj
-def plugin_grant(app: App, name: str, capability: str) -> None:
-    """Grant a capability the plugin's manifest declares (e.g. after an upgrade)."""
-    record = app.api.post(_path(app, name, "grant"), {"capability": capability})
+def plugin_grant(app: App, name: str, capabilities: tuple[str, ...]) -> None:
+    """Grant capabilities the plugin's manifest declares (e.g. after an upgrade); one request
+    each, in order, stopping at the first refused."""
+    record: dict[str, Any] = {}
+    for capability in capabilities:
+        record = app.api.post(_path(app, name, "grant"), {"capability": capability})
     click.echo(_state_line(record))
 
 
@@ -206,6 +232,8 @@ def plugin_install(app: App, spec: str, upgrade: bool) -> None:
     changed = [p for p in after if p.get("name") in before and _upgraded(before[p["name"]], p)]
     for record in new:
         click.echo(f"new plugin: {record.get('name')} {record.get('version')} ({record.get('state')}); enable it with `elowen plugin enable {record.get('name')}`")
+        if record.get("restart_required"):
+            click.echo("  its old code is still loaded in the daemon: restart required to load the new code (`elowen down && elowen up`)")
     for record in changed:
         old = before[record["name"]].get("version")
         if record.get("restart_required"):
@@ -217,7 +245,11 @@ def plugin_install(app: App, spec: str, upgrade: bool) -> None:
 
 
 def _upgraded(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    return new.get("version") != old.get("version") or bool(new.get("restart_required") and not old.get("restart_required"))
+    return (
+        new.get("version") != old.get("version")
+        or bool(new.get("restart_required") and not old.get("restart_required"))
+        or (old.get("installed") is False and new.get("installed") is not False)
+    )
 
 
 def _distribution_of(name: str) -> str | None:
@@ -251,6 +283,6 @@ def plugin_uninstall(app: App, name: str) -> None:
     app.api.post("/plugins/rescan")
     left = {p.get("name"): p for p in _plugins(app)}
     if name in left:
-        click.echo(f"uninstalled {dist}; the daemon still lists {name} ({left[name].get('state')}) until it restarts")
+        click.echo(f"uninstalled {dist}; {name} is still {left[name].get('state')} in the daemon (not installed) until you disable it or restart")
     else:
         click.echo(f"uninstalled {dist}; plugin {name} removed")

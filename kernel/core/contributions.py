@@ -18,6 +18,35 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$")
+_SEGMENT_RE = re.compile(r"^(?:[A-Za-z0-9_.~-]+|\{[A-Za-z_][A-Za-z0-9_]*\})$")
+
+
+def route_path_error(path: object) -> str | None:
+    """Why ``path`` is not a valid plugin route path, or ``None`` if it is.
+
+    A route path starts with ``/`` and is ``/``-separated segments, each either literal
+    (letters, digits, ``_ . ~ -``) or one ``{name}`` parameter; ``/`` alone is allowed. No empty
+    segment (``//``, a trailing ``/``), no ``.``/``..`` segment, at most 200 characters.
+    A third-party plugin's routes are mounted under ``/plugins/<name>``, so a path without
+    the leading ``/`` would land in another plugin's space (``"2/x"`` → ``/plugins/exp2/x``).
+    """
+    if not isinstance(path, str) or not path:
+        return "a route path must be a non-empty string"
+    if not path.startswith("/"):
+        return f"route path {path!r} must start with '/'"
+    if len(path) > 200:
+        return f"route path {path[:40]!r}… is longer than 200 characters"
+    if path == "/":
+        return None
+    for segment in path[1:].split("/"):
+        if segment == "":
+            return f"route path {path!r} has an empty segment ('//' or a trailing '/')"
+        if segment in (".", ".."):
+            return f"route path {path!r} may not contain '.' or '..' segments"
+        if not _SEGMENT_RE.match(segment):
+            return (f"route path {path!r}: segment {segment!r} may hold only letters, digits, '_', '.', '~', '-' "
+                    "or be one {name} parameter")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +81,12 @@ class Contributions:
             log.warning("plugin %s: %s name %r is not valid; dropped", plugin, kind, name)
             self._audit(plugin, f"register.{kind}", name, "invalid")
             return False
+        if kind == "route":
+            error = route_path_error(getattr(obj, "path", None))
+            if error is not None:
+                log.warning("plugin %s: route %r refused: %s", plugin, name, error)
+                self._audit(plugin, "register.route", name, "invalid", {"error": error})
+                return False
         bucket = self._items.setdefault(kind, {})
         existing = bucket.get(name)
         if existing is not None:

@@ -9,6 +9,16 @@ States: ``discovered`` (found, never enabled or disabled by the user), ``enabled
 kernel goes on), ``needs-approval`` (the plugin now requires capabilities the user has not
 granted, e.g. after an upgrade).
 
+Uninstall: a rediscovery that no longer finds a plugin's entry point drops its record if it is
+not enabled (the name then answers :class:`PluginNotInstalled`); an enabled one keeps running
+(its code is loaded) with ``installed`` false until it is disabled, and cannot be enabled
+again. A later re-install is discovered afresh (manifest re-read without importing); if the
+old code is still loaded and the version differs it is flagged ``restart_required``.
+
+Contributions are checked against the manifest's ``[contributes]``: anything a plugin
+registers that its manifest does not declare is refused (WARNING log, audit
+``register.<kind>`` ``denied``), so ``declares:`` in ``elowen plugin info`` can be trusted.
+
 Desired state lives in settings (``[plugins.<name>]`` ``enabled``, ``granted``, ``config``);
 every change — API, CLI, or a hand edit of ``config.toml`` — is applied by :meth:`Registry.run`,
 the single reconciler task:
@@ -43,8 +53,10 @@ import importlib_metadata
 import trio
 from elowen_sdk import MANIFEST_NAME, ConfigError, ElowenError, Loop, Manifest, ManifestError, load_manifest
 from elowen_sdk.hookspecs import CONTRIBUTION_KINDS
+from elowen_sdk.manifest import KIND_FIELDS
 
 from .context import Context
+from .contributions import contribution_name
 
 if TYPE_CHECKING:
     from .kernel import Kernel
@@ -56,7 +68,7 @@ BUILTIN_DISTRIBUTION = "elowen"
 STATES = ("discovered", "enabled", "disabled", "error", "needs-approval")
 DRAIN_TIMEOUT = 2.0
 ON_LOAD_TIMEOUT = 10.0
-_SCHEMA_VERSION_RE = re.compile(r"^--\s*schema-version:\s*(\d+)", re.MULTILINE)
+_SCHEMA_VERSION_RE = re.compile(r"^--\s*(?:schema-)?version:\s*(\d+)", re.MULTILINE)  # the store's format: both spellings
 
 
 class PluginNotFound(ElowenError, LookupError):
@@ -64,6 +76,29 @@ class PluginNotFound(ElowenError, LookupError):
 
     def __init__(self, name: str, known: Iterable[str]) -> None:
         super().__init__(f"no plugin named {name!r}; known: {', '.join(sorted(known)) or '(none)'}")
+
+
+class PluginNotInstalled(PluginNotFound):
+    """The plugin was known but its distribution is no longer installed (its entry point is
+    gone since the last rediscovery). The daemon answers it with 409 ``not_installed``."""
+
+    def __init__(self, name: str, distribution: str | None) -> None:
+        ElowenError.__init__(
+            self,
+            f"plugin {name!r} is not installed (its distribution {distribution or '(unknown)'} was uninstalled); "
+            f"install it again with `elowen plugin install`",
+        )
+        self.name = name
+        self.distribution = distribution
+
+
+@dataclass(frozen=True, slots=True)
+class _Gone:
+    """What is remembered of a plugin dropped because its entry point disappeared."""
+
+    distribution: str | None
+    dist_version: str | None
+    module_loaded: bool
 
 
 @dataclass(slots=True)
@@ -106,6 +141,7 @@ class PluginRecord:
     module: Any = None
     ctx: Context | None = None
     restart_required: bool = False
+    installed: bool = True
     missing: tuple[str, ...] = ()
     applied_key: str = ""
     error_key: str = ""
@@ -136,7 +172,17 @@ class PluginRecord:
             "error": self.error,
             "traceback": self.traceback,
             "restart_required": self.restart_required,
+            "installed": self.installed,
+            "warnings": self.warnings(),
         }
+        return out
+
+    def warnings(self) -> list[str]:
+        """One sentence per problem a user should know before it bites (manifest checks, and
+        an enabled plugin whose distribution was uninstalled)."""
+        out = list(self.manifest.warnings()) if self.manifest else []
+        if not self.installed:
+            out.append("its distribution was uninstalled: it keeps running until disabled, and cannot be enabled again")
         return out
 
 
@@ -188,6 +234,7 @@ class Registry:
         self._discover_entry_points = discover_entry_points
         self._extra: list[PluginSource] = []
         self._records: dict[str, PluginRecord] = {}
+        self._gone: dict[str, _Gone] = {}
         self._enabled: dict[str, Context] = {}
         self._send, self._receive = trio.open_memory_channel[tuple[trio.Event, set[str]]](math.inf)
         self._nursery: trio.Nursery | None = None
@@ -207,9 +254,17 @@ class Registry:
         return dict(self._records)
 
     def get(self, name: str) -> PluginRecord:
-        """The record of ``name``. Raises :class:`PluginNotFound`."""
+        """The record of ``name``.
+
+        Raises:
+            PluginNotInstalled: it was dropped because its distribution was uninstalled.
+            PluginNotFound: no plugin of that name was ever discovered.
+        """
         rec = self._records.get(name)
         if rec is None:
+            gone = self._gone.get(name)
+            if gone is not None:
+                raise PluginNotInstalled(name, gone.distribution)
             raise PluginNotFound(name, self._records)
         return rec
 
@@ -251,10 +306,17 @@ class Registry:
         Takes effect at the next discovery."""
         self._extra.append(source)
 
+    def remove_source(self, name: str) -> None:
+        """Forget a source given with :meth:`add_source` (the SDK harness's and the tests'
+        counterpart of a ``pip uninstall``). Takes effect at the next discovery."""
+        self._extra = [s for s in self._extra if s.name != name]
+
     def discover(self) -> list[str]:
-        """(Re)discover plugins; returns the names of new ones. Existing records keep their
-        state; a plugin whose installed distribution changed while it is loaded is flagged
-        ``restart_required`` (modules are never reloaded)."""
+        """(Re)discover plugins; returns the names of new ones (a re-installed plugin counts as
+        new). Existing records keep their state; a plugin whose installed distribution changed
+        while it is loaded is flagged ``restart_required`` (modules are never reloaded). A
+        plugin whose entry point is gone is dropped, or — if enabled — marked not installed
+        (see the module docstring)."""
         importlib.invalidate_caches()
         sources = (entry_point_sources() if self._discover_entry_points else []) + list(self._extra)
         seen: dict[str, PluginSource] = {}
@@ -273,17 +335,46 @@ class Registry:
             rec = self._records.get(src.name)
             if rec is None:
                 rec = PluginRecord(source=src)
+                gone = self._gone.pop(src.name, None)
+                if gone is not None and gone.module_loaded and gone.dist_version != src.dist_version:
+                    rec.restart_required = True
+                    log.warning("plugin %s was re-installed as %s while its old code is loaded: restart required", src.name, src.dist_version)
                 self._records[src.name] = rec
                 new.append(src.name)
                 self._read_manifest(rec)
-            elif rec.source.dist_version != src.dist_version:
+                continue
+            if not rec.installed:
+                rec.installed = True
+                self.generation += 1
+                log.info("plugin %s is installed again (%s)", src.name, src.dist_version)
+            if rec.source.dist_version != src.dist_version:
                 if rec.module is not None:
                     rec.restart_required = True
                     log.warning("plugin %s was upgraded to %s while loaded: restart required", src.name, src.dist_version)
                 else:
                     rec.source = src
                     self._read_manifest(rec)
+        for name in [n for n in self._records if n not in seen]:
+            self._uninstalled(self._records[name])
         return new
+
+    def _uninstalled(self, rec: PluginRecord) -> None:
+        """``rec``'s entry point is gone: drop it unless it is enabled (then mark it)."""
+        k = self._kernel
+        if rec.state == "enabled":
+            if rec.installed:
+                rec.installed = False
+                self.generation += 1
+                log.warning("plugin %s: its distribution %s was uninstalled while enabled; it keeps running until disabled",
+                            rec.name, rec.source.distribution)
+                k.store.audit("kernel", "plugin.uninstalled", rec.name, "ok", {"distribution": rec.source.distribution or "", "state": "enabled"})
+            return
+        del self._records[rec.name]
+        self._gone[rec.name] = _Gone(rec.source.distribution, rec.source.dist_version, rec.module is not None)
+        self.generation += 1
+        log.info("plugin %s: its distribution %s was uninstalled; dropped", rec.name, rec.source.distribution)
+        k.store.audit("kernel", "plugin.removed", rec.name, "ok", {"distribution": rec.source.distribution or "", "from": rec.state})
+        k.events.publish("plugin.removed", {"name": rec.name, "from": rec.state})
 
     def _read_manifest(self, rec: PluginRecord) -> None:
         src = rec.source
@@ -333,8 +424,14 @@ class Registry:
 
         The first enable of a third-party plugin grants its required capabilities; after that,
         newly required ones need :meth:`grant`. A plugin in ``error`` is retried.
+
+        Raises:
+            PluginNotInstalled: its distribution was uninstalled (nothing is changed).
+            PluginNotFound: no such plugin.
         """
         rec = self.get(name)
+        if not rec.installed:
+            raise PluginNotInstalled(name, rec.source.distribution)
 
         def mutate(data: dict[str, Any]) -> None:
             entry = data.setdefault("plugins", {}).setdefault(name, {})
@@ -598,9 +695,23 @@ class Registry:
             self._set_state(rec, state, reason)
 
     def _registrar(self, plugin: str, kind: str, ctx: Context) -> Callable[[Any], bool]:
+        """The ``register`` callable handed to a contribution hook: refuses (returns ``False``,
+        WARNING log, audit ``register.<kind>`` ``denied``) what the manifest's
+        ``[contributes]`` does not declare, then adds it (first writer wins)."""
         contributions = self._kernel.contributions
+        manifest = self._records[plugin].manifest
 
         def register(obj: Any) -> bool:
+            try:
+                name = contribution_name(kind, obj)
+            except AttributeError:
+                name = repr(obj)[:120]
+            if manifest is None or not manifest.declares(kind, name):
+                field_name = KIND_FIELDS.get(kind, kind)
+                log.warning("plugin %s: %s %r is not declared in its manifest's [contributes] %s; refused",
+                            plugin, kind, name, field_name)
+                self._kernel.store.audit(plugin, f"register.{kind}", name, "denied", {"reason": f"not declared in [contributes] {field_name}"})
+                return False
             return contributions.add(plugin, kind, obj, ctx.ledger)
 
         return register

@@ -171,8 +171,11 @@ class ProjectDeleteQuery(BaseModel):
 
 
 class AuditQuery(Page):
-    actor: Annotated[str, Field(max_length=200)] | None = None
-    action: Annotated[str, Field(max_length=200)] | None = None
+    """``GET /audit`` filters (exact matches); any other query parameter is refused (422)."""
+
+    actor: Annotated[str, Field(max_length=200, description="e.g. user:1, kernel, or a plugin's name")] | None = None
+    action: Annotated[str, Field(max_length=200, description="e.g. plugin.enable, command")] | None = None
+    outcome: Annotated[str, Field(max_length=200, description="e.g. ok, denied, error, invalid")] | None = None
 
 
 class EventsQuery(BaseModel):

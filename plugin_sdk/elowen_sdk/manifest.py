@@ -44,6 +44,7 @@ Capabilities (``name`` or ``name:argument``):
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import tomllib
 from collections.abc import Mapping
@@ -52,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError, ManifestError
-from .hookspecs import API_VERSION, HOOK_KINDS
+from .hookspecs import API_VERSION, HOOK_KINDS, MUTATING_TARGETS
 
 MANIFEST_NAME = "elowen-plugin.toml"
 
@@ -73,6 +74,19 @@ CAPABILITY_NAMES: dict[str, bool] = {
 }
 
 CONTRIBUTION_FIELDS = ("tools", "commands", "skills", "hooks", "platforms", "executors", "prompt_fragments", "loops", "routes", "services")
+
+KIND_FIELDS: dict[str, str] = {
+    "tool": "tools",
+    "command": "commands",
+    "skill": "skills",
+    "prompt_fragment": "prompt_fragments",
+    "platform": "platforms",
+    "executor": "executors",
+    "loop": "loops",
+    "route": "routes",
+    "service": "services",
+}
+"""Contribution kind (as registered) → the ``[contributes]`` field that must declare it."""
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
@@ -141,7 +155,7 @@ class ConfigField:
             if self.type == "number":
                 return float(text)
         except ValueError:
-            raise ConfigError(f"{self.key}: {value!r} is not a {self.type}") from None
+            raise ConfigError(f"{self.key}: {value!r} is not {'an' if self.type[0] in 'aeiou' else 'a'} {self.type}") from None
         if self.type == "boolean":
             low = text.lower()
             if low in ("true", "yes", "on", "1"):
@@ -171,6 +185,35 @@ class Manifest:
     def capabilities(self) -> tuple[str, ...]:
         """Required then optional capabilities."""
         return self.required + self.optional
+
+    def declares(self, kind: str, name: str) -> bool:
+        """Whether ``[contributes]`` declares the contribution ``name`` of ``kind`` (a key of
+        :data:`KIND_FIELDS`). Entries may be shell-style patterns (``"brain.*"``). A route is
+        named ``"METHOD /path"`` (``"WS /path"`` for a websocket); an entry without a method
+        (``"/brain/*"``) matches the path for any method. An unknown kind is never declared."""
+        field_name = KIND_FIELDS.get(kind)
+        if field_name is None:
+            return False
+        for entry in self.contributes.get(field_name, ()):
+            if kind == "route" and entry.startswith("/"):
+                if fnmatch.fnmatchcase(name.partition(" ")[2], entry):
+                    return True
+            elif fnmatch.fnmatchcase(name, entry):
+                return True
+        return False
+
+    def warnings(self) -> list[str]:
+        """Problems that do not make the manifest invalid but will bite at run time, one
+        sentence each: a mutating hook (:data:`~elowen_sdk.hookspecs.MUTATING_TARGETS`) listed
+        in ``contributes.hooks`` without its ``hook.mutate:<target>`` capability declared."""
+        out = []
+        for hook in self.contributes.get("hooks", ()):
+            target = MUTATING_TARGETS.get(hook)
+            if target is not None and f"hook.mutate:{target}" not in self.capabilities:
+                out.append(
+                    f"implements mutating hook {hook} but does not declare hook.mutate:{target}: its patches will be dropped"
+                )
+        return out
 
     def config_defaults(self) -> dict[str, Any]:
         """The config schema's defaults as a dict."""

@@ -3,12 +3,20 @@
 Requires the ``elowen`` distribution (the kernel) to be installed beside ``elowen-sdk``; it is
 imported only when the harness is used. Example (with ``pytest-trio``)::
 
-    from elowen_sdk.testing import plugin_kernel
+    import trio.testing
+    from elowen_sdk.testing import call, plugin_kernel
 
     async def test_greet(tmp_path):
         async with plugin_kernel(tmp_path, enable=["hello"]) as kernel:
             tool = kernel.contributions.get("tool", "hello.greet").obj
             assert await call(tool, name="Ada") == "Hello, Ada!"
+            kernel.events.publish("test.ping", {})           # on_event observers see it
+            await trio.testing.wait_all_tasks_blocked()      # let async observers run
+            kernel.store.flush_audit()                       # then read the audit table
+
+The yielded kernel offers ``kernel.contributions``, ``await kernel.bus.mutate(hook, **kw)``,
+``kernel.bus.emit(hook, **kw)``, ``kernel.events.publish(type, data)``, ``kernel.store`` and
+``kernel.registry``; ``docs/plugins.md`` ("Testing your plugin") describes them.
 
 The kernel gets its own ``ELOWEN_HOME`` under ``tmp_path`` with a real SQLite file. Only the
 plugins named in ``enable`` are enabled (builtins included); the others are discovered but

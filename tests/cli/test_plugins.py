@@ -1,7 +1,9 @@
 """``elowen plugin …`` against a running daemon: list/info/enable/disable/config/grant with
 the builtin tmux plugin, and install/uninstall of the example plugin ``contrib/elowen-hello``
 (its wheel built into tmp, pip-installed into this environment, removed afterwards), which goes
-``discovered`` → ``enabled`` in the running daemon without a restart."""
+``discovered`` → ``enabled`` in the running daemon without a restart; uninstall → refused enable
+→ re-install with a new capability → one needs-approval message → grant. The daemon tests are
+slow; the message helper is tested fast."""
 
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import Home
+from elowen.cli.plugins import not_enabled_message
 
-pytestmark = pytest.mark.slow
+from .conftest import Home
 
 HELLO = Path(__file__).resolve().parents[2] / "contrib" / "elowen-hello"
 
@@ -27,6 +29,7 @@ def _plugins(home: Home) -> dict[str, dict[str, Any]]:
     return {p["name"]: p for p in home.json("plugin", "list")}
 
 
+@pytest.mark.slow
 def test_plugin_list_info_and_toggle_builtin_tmux(daemon: Home) -> None:
     plugins = _plugins(daemon)
     tmux = plugins["tmux"]
@@ -93,6 +96,7 @@ def _bumped_wheel(tmp: Path) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hello_wheel: Path, tmp_path: Path) -> None:
     pid = daemon.pid_info()["pid"]
     assert "hello" not in _plugins(daemon)
@@ -138,6 +142,7 @@ def test_plugin_install_enable_uninstall_hello_without_restart(daemon: Home, hel
     assert builtin.returncode == 1 and "builtin" in builtin.stderr
 
 
+@pytest.mark.slow
 def test_plugin_rescan_finds_a_plugin_pip_installed_while_the_daemon_runs(home: Home, hello_wheel: Path) -> None:
     daemon = home  # a daemon of its own: the shared one has known hello already
     daemon.ok("daemon", "start")
@@ -154,6 +159,69 @@ def test_plugin_rescan_finds_a_plugin_pip_installed_while_the_daemon_runs(home: 
         daemon.run("plugin", "uninstall", "hello", timeout=300)
 
 
+@pytest.mark.slow
 def test_plugin_install_failure(daemon: Home, tmp_path: Path) -> None:
     proc = daemon.run("plugin", "install", str(tmp_path / "missing-folder"), timeout=300)
     assert proc.returncode == 1 and "error: pip install" in proc.stderr
+
+
+def test_not_enabled_message_ends_with_the_fix() -> None:
+    record = {"name": "notes", "state": "needs-approval", "error": "needs capabilities not granted: hook.mutate:turn_context, store",
+              "capabilities": {"missing": ["hook.mutate:turn_context", "store"]}}
+    assert not_enabled_message("notes", record) == (
+        "plugin notes needs capabilities not granted: hook.mutate:turn_context, store; "
+        "grant them with: elowen plugin grant notes hook.mutate:turn_context store"
+    )
+    failed = {"name": "notes", "state": "error", "error": "enable failed: RuntimeError: boom", "capabilities": {"missing": []}}
+    assert not_enabled_message("notes", failed) == "plugin notes is error: enable failed: RuntimeError: boom; see `elowen plugin info notes`"
+
+
+def _wheel_needing(tmp: Path, capability: str) -> Path:
+    """A wheel of the example plugin, distribution version 98.0.0, whose manifest also
+    requires ``capability``."""
+    src = tmp / "elowen-hello-cap"
+    shutil.copytree(HELLO, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    pyproject = src / "pyproject.toml"
+    pyproject.write_text(re.sub(r'(?m)^version = ".*"$', 'version = "98.0.0"', pyproject.read_text(), count=1))
+    manifest = src / "elowen_hello" / "elowen-plugin.toml"
+    text = manifest.read_text()
+    manifest.write_text(text.replace('required = ["hook.mutate:turn_context"]', f'required = ["hook.mutate:turn_context", "{capability}"]'))
+    assert manifest.read_text() != text
+    out = tmp / "cap-wheel"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out.glob("elowen_hello-98.0.0-*.whl")
+    return wheel
+
+
+@pytest.mark.slow
+def test_uninstalled_plugin_cannot_be_enabled_and_a_reinstall_is_found(home: Home, hello_wheel: Path, tmp_path: Path) -> None:
+    daemon = home  # a daemon of its own: the flow needs hello unknown at the start
+    daemon.ok("daemon", "start")
+    assert daemon.run("plugin", "install", str(hello_wheel), timeout=300).returncode == 0
+    assert daemon.ok("plugin", "enable", "hello").strip() == "hello: enabled"
+    out = daemon.ok("plugin", "uninstall", "hello", timeout=300)
+    assert "hello: disabled" in out and "plugin hello removed" in out
+
+    daemon.ok("plugin", "rescan")
+    refused = daemon.run("plugin", "enable", "hello")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert "plugin 'hello' is not installed" in refused.stderr and "elowen plugin install" in refused.stderr
+
+    again = daemon.run("plugin", "install", str(_wheel_needing(tmp_path, "process.spawn")), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert "no new plugin" not in again.stderr
+    # found as new; it stays disabled as the user left it before the uninstall
+    assert re.search(r"^new plugin: hello \S+ \(disabled\); enable it with `elowen plugin enable hello`$", again.stdout, re.M)
+    assert "restart required" in again.stdout, "the old code is still imported in the daemon"
+    info = daemon.json("plugin", "info", "hello")
+    assert "process.spawn" in info["manifest"]["capabilities"]["required"] and info["installed"] is True
+
+    pending = daemon.run("plugin", "enable", "hello")
+    assert pending.returncode == 1 and pending.stdout == ""
+    assert pending.stderr.strip() == (
+        "error: plugin hello needs capabilities not granted: process.spawn; grant them with: elowen plugin grant hello process.spawn"
+    )
+    assert daemon.ok("plugin", "grant", "hello", "process.spawn").startswith("hello: enabled")

@@ -84,27 +84,16 @@ def test_admin_token_file_is_private_and_never_logged(tmp_path: Path) -> None:
         d2.stop()
 
 
-def _cold_start(home: Path, *args: str) -> float:
-    t0 = time.perf_counter()
-    proc = spawn(home, *args)
-    try:
-        wait_ready(home, proc)
-        return time.perf_counter() - t0
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(10)
-
-
-def test_cold_start_under_one_second(tmp_path: Path) -> None:
-    """Process start to a 200 from /health, best of 3. The bound is for the daemon itself
-    (``--no-plugins``); the figure with every installed plugin enabled is printed, since
-    each plugin's ``on_load`` adds to it (the kernel enables them before serving)."""
-    bare = [_cold_start(tmp_path / f"bare{i}", "--no-plugins") for i in range(3)]
-    full = [_cold_start(tmp_path / f"full{i}") for i in range(3)]
-    print(f"cold start to /health 200: no plugins {[round(t * 1000) for t in bare]} ms, "
-          f"all plugins {[round(t * 1000) for t in full]} ms")
-    assert min(bare) <= 1.0, bare
-    assert min(full) <= 3.0, full  # a regression guard on a shared 2-core machine
+def test_the_daemon_starts_without_importing_optional_servers(tmp_path: Path) -> None:
+    """The daemon serves from a fresh home, with and without plugins; startup does not import
+    the MCP SDK (loaded on first use). How fast it starts is measured by ``bench/coldstart.py``."""
+    for args in (("--no-plugins",), ()):
+        proc = spawn(tmp_path / ("bare" if args else "full"), *args)
+        try:
+            wait_ready(tmp_path / ("bare" if args else "full"), proc)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(15) == 0
     assert "mcp" not in subprocess.run(
         [sys.executable, "-c", "import sys, elowen.daemon.server, elowen.daemon.app; print(' '.join(sys.modules))"],
         capture_output=True, text=True, check=True,

@@ -150,7 +150,8 @@ async def test_slow_subscriber_does_not_delay_others_and_resumes(sse_daemon: tup
                 await done.wait()
         lags = sorted(ev.received - published_at[int(ev.data["progress"]["text"].split()[0])] for ev in fast)
         assert [int(ev.data["progress"]["text"].split()[0]) for ev in fast] == list(range(total))
-        assert lags[len(lags) // 2] < 0.05 and lags[-1] < 1.0, (lags[len(lags) // 2], lags[-1])
+        # not held up by the slow one (which would stall it for seconds); bounds loose for a loaded CI machine
+        assert lags[len(lags) // 2] < 0.25 and lags[-1] < 2.0, (lags[len(lags) // 2], lags[-1])
         # the slow one was dropped: its stream ends after what it had; it resumes from its last id
         got: list[int] = []
         last_id = None

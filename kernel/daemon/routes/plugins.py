@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from elowen.core.registry import PluginNotInstalled
+
 from ..api import Api
 from ..auth import Principal
+from ..errors import Conflict
 from ..models import PluginConfig, PluginGrant, PluginOut, list_of
 from ..state import current
 
@@ -44,9 +47,14 @@ async def get_plugin(me: Principal, name: str) -> dict[str, Any]:
     return _for(me, current().kernel.registry.describe(name))
 
 
-@api.route("POST", "/plugins/<name>/enable", summary="Enable a plugin now", auth="admin", response=PluginOut, errors=(404,))
+@api.route("POST", "/plugins/<name>/enable", summary="Enable a plugin now (409 `not_installed` if its distribution was uninstalled)",
+           auth="admin", response=PluginOut, errors=(404, 409))
 async def enable_plugin(me: Principal, name: str) -> dict[str, Any]:
-    record = await current().kernel.registry.enable(name)
+    try:
+        record = await current().kernel.registry.enable(name)
+    except PluginNotInstalled as exc:
+        current().kernel.store.audit(me.actor, "plugin.request.enable", name, "error", {"error": "not_installed"})
+        raise Conflict(str(exc), code="not_installed") from None
     current().kernel.store.audit(me.actor, "plugin.request.enable", name, "ok", {"state": record["state"]})
     return record
 
