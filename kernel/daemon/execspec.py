@@ -7,6 +7,8 @@ accepted). Resolution rules (Elowen issue 3, "Executor specs"):
 spec                            resolves to (provider, model)
 ==============================  =============================================
 ``sonnet`` / ``opus``           ``claude`` with that model (Claude Code)
+``claude`` / ``opencode`` /     that provider with no model: its ``default_model`` setting
+``codex`` / ``kilo`` (bare)     is used (empty: the CLI's own default)
 ``claude:<model>``              ``claude``, ``<model>``
 ``opencode:<model>``            ``opencode``, ``<model>``
 ``codex:<model>``               ``codex``, ``<model>``
@@ -111,6 +113,8 @@ def resolve(spec: str | None, *, fallback: str = DEFAULT_FALLBACK, allow_plain: 
         raise ExecSpecError(f"exec {spec!r} is empty or contains whitespace")
     if text in CLAUDE_ALIASES:
         return ResolvedExec("claude", text, text)
+    if text in PROVIDERS:
+        return ResolvedExec(text, "", text)  # the provider's default_model (or the CLI's own)
     head, sep, rest = text.partition(":")
     if sep:
         if head in PROVIDERS:
@@ -130,7 +134,7 @@ def resolve(spec: str | None, *, fallback: str = DEFAULT_FALLBACK, allow_plain: 
     if text in allow_plain and _PLAIN.match(text):
         return ResolvedExec("claude", text, text)
     raise ExecSpecError(
-        f"exec {spec!r} is not a known spec: use sonnet, opus, claude:<model>, opencode:<model>, "
+        f"exec {spec!r} is not a known spec: use sonnet, opus, claude[:<model>], opencode[:<model>], "
         "codex:<model>, kilo:<model>, <provider>/<model> or elowen:<provider>/<model>"
     )
 
@@ -141,8 +145,10 @@ def check_allowed(resolved: ResolvedExec, patterns: Collection[str], *, whose: s
     Raises:
         ExecNotAllowed: no pattern matches; the message names the spec and the list.
     """
+    # a bare provider (no model) is allowed by its "<provider>:*" patterns too
+    candidates = [resolved.spec, f"{resolved.spec}:"] if resolved.spec in PROVIDERS else [resolved.spec]
     for pattern in patterns:
-        if fnmatch.fnmatchcase(resolved.spec, pattern):
+        if any(fnmatch.fnmatchcase(c, pattern) for c in candidates):
             return
     listed = ", ".join(patterns) or "(empty)"
     raise ExecNotAllowed(f"exec {resolved.spec!r} is not in {whose} allowed executors ({listed})")

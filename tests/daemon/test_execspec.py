@@ -20,6 +20,10 @@ from elowen.daemon.execspec import DEFAULT_ALLOWED, ExecNotAllowed, ExecSpecErro
         ("openrouter/qwen3", "opencode", "openrouter/qwen3", "opencode:openrouter/qwen3"),
         ("elowen:ollama/llama3.2", "elowen", "ollama/llama3.2", "elowen:ollama/llama3.2"),
         (None, "claude", "sonnet", "sonnet"),
+        ("claude", "claude", "", "claude"),  # bare provider: its default_model setting applies
+        ("exec:opencode", "opencode", "", "opencode"),
+        ("codex", "codex", "", "codex"),
+        ("kilo", "kilo", "", "kilo"),
     ],
 )
 def test_resolution_table(spec: str | None, provider: str, model: str, canonical: str) -> None:
@@ -53,3 +57,12 @@ def test_allow_lists_use_globs_on_the_canonical_spec() -> None:
         check_allowed(resolve("opus"), ["sonnet"], whose="your")
     with pytest.raises(ExecNotAllowed):
         check_allowed(resolve("haiku", allow_plain=["haiku"]), DEFAULT_ALLOWED)
+
+
+def test_a_bare_provider_is_allowed_by_its_provider_patterns() -> None:
+    for spec in ("claude", "opencode", "codex", "kilo"):
+        check_allowed(resolve(spec), DEFAULT_ALLOWED)
+        check_allowed(resolve(spec), [f"{spec}:*"])
+        check_allowed(resolve(spec), [spec])
+    with pytest.raises(ExecNotAllowed):
+        check_allowed(resolve("claude"), ["sonnet", "opencode:*"])
