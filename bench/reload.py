@@ -41,7 +41,8 @@ def toggled_plugin() -> PluginSource:
     mod.register_tools = hookimpl(register_tools)
     mod.register_loops = hookimpl(register_loops)
     mod.on_event = hookimpl(on_event)
-    manifest = parse_manifest({"name": "toggled", "version": "1.0.0", "api": "1", "entry": mod.__name__})
+    manifest = parse_manifest({"name": "toggled", "version": "1.0.0", "api": "1", "entry": mod.__name__,
+                               "contributes": {"tools": ["toggled.*"], "loops": ["toggled.loop"], "hooks": ["on_event"]}})
     return PluginSource(name="toggled", entry=mod.__name__, loader=lambda: mod, distribution="bench", manifest=manifest)
 
 
