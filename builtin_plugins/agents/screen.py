@@ -65,11 +65,15 @@ STATES: tuple[str, ...] = (
     "permission_prompt",
     "choice_prompt",
     "error",
+    "auth_required",
     "exited",
     "unknown_dialog",
 )
 """Every state :func:`classify` can return. ``unknown_dialog`` is Elowen's addition: a live
-dialog (selector, settings panel, update offer) that is not a known prompt."""
+dialog (selector, settings panel, update offer) that is not a known prompt. ``auth_required``:
+the CLI cannot work because it is not logged in / has no credentials (Claude Code's footer
+``Not logged in · Run /login``, Codex's sign-in screen); its signal is ``error`` and the task
+must be blocked for a human, never answered or retried."""
 
 ANSWERABLE_STATES: frozenset[str] = frozenset({"trust_prompt", "permission_prompt", "choice_prompt"})
 """States whose keys may be sent to the pane. Everything else must not be answered."""
@@ -84,8 +88,8 @@ CLI_PACKAGES: Mapping[str, str] = MappingProxyType(
 )
 """CLI name → the package whose ``patterns.toml`` describes its screens."""
 
-_SIGNAL_STATES = frozenset({"idle", "working", "error", "exited", "unknown_dialog"})
-_DEFAULT_ORDER = ("trust_prompt", "permission_prompt", "choice_prompt", "working", "error", "idle", "exited", "unknown_dialog")
+_SIGNAL_STATES = frozenset({"idle", "working", "error", "auth_required", "exited", "unknown_dialog"})
+_DEFAULT_ORDER = ("trust_prompt", "permission_prompt", "choice_prompt", "auth_required", "working", "error", "idle", "exited", "unknown_dialog")
 _CHOICE_MODES = frozenset({"number", "arrows"})
 
 _ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_][^\x1b]*\x1b\\|\x1b[@-Z\\-_]")

@@ -35,11 +35,12 @@ import trio
 from .config import AgentsConfig, daemon_url, exec_settings, executor_provider
 from .decisions import DecisionStore, Gate, Verdict
 from .deriver import ActivityTracker, Debouncer
+from .screen import Classification
 from .sessions import SessionStore
 from .spawn import Launch, agent_env, render_prompt
 from .supervisor import AnswerError, Pane, Supervisor
 
-__all__ = ["AgentsService", "DecideError", "Ticket"]
+__all__ = ["AUTH_HINTS", "AgentsService", "DecideError", "Ticket", "auth_note"]
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class AgentsService:
             publish=ctx.publish,
             on_prompt=self._on_prompt,
             auto_trust=config.auto_trust,
+            on_blocked=self._on_blocked,
         )
         self._tokens = tokens
         self.gate: Gate | None = None
@@ -469,6 +471,31 @@ class AgentsService:
         self.tasks().update(task_id, {"state": "blocked", "resume_note": note})
         log.warning("agents: task %s blocked: %s", task_id, note)
 
+    def _on_blocked(self, pane: Pane, c: Classification) -> None:
+        self._start(self._not_authenticated, pane.name)
+
+    async def _not_authenticated(self, name: str) -> None:
+        """The CLI of session ``name`` shows it is not logged in / has no credentials
+        (screen state ``auth_required``): no relaunch can fix that, so — like a missing
+        program — the task is blocked at once with a note saying how to log in, and the
+        session is ended. Events: ``agent.exited`` (reason = the note) and the task service's
+        ``task.updated``; the ``signal`` event (``error``, state ``auth_required``) was
+        published by the supervisor."""
+        row = self.sessions.by_name(name)
+        if row is None or row["state"] != "running":
+            return
+        task_id = int(row["task_id"])
+        note = auth_note(str(row["provider"]))
+        tasks = self.tasks()
+        task = tasks.exists(task_id)
+        # block first: with the task no longer in_progress the stuck detector leaves it alone
+        # while the session is being ended
+        if task is not None and task["state"] == "in_progress":
+            tasks.update(task_id, {"state": "blocked", "resume_note": note})
+        await self._end_session(name, task_id, "exited", note)
+        self._publish("agent.exited", {**_agent_data(row), "reason": note}, task_id)
+        log.warning("agents: task %s blocked: %s", task_id, note)
+
     async def _gone(self, row: Mapping[str, Any], reason: str, status: int | None, *, kill: bool = True) -> None:
         """The agent of ``row`` is gone: end its session, then reopen or block the task."""
         name, task_id = row["session"], int(row["task_id"])
@@ -641,6 +668,29 @@ class AgentsService:
         if grant is None or grant.expires < time.monotonic() or grant.session != session:
             return None
         return grant
+
+
+AUTH_HINTS: Mapping[str, str] = {
+    "claude": (
+        "Claude Code is not logged in: run `claude` once in a terminal and log in (/login), "
+        "or set ANTHROPIC_API_KEY in the claude-code plugin's env; then reopen the task."
+    ),
+    "codex": (
+        "Codex is not logged in: run `codex` once in a terminal and sign in, or configure a "
+        "model provider and its API key (e.g. OPENAI_API_KEY in the codex plugin's env); "
+        "then reopen the task."
+    ),
+}
+"""Per-CLI resume note for a task blocked because its CLI is not logged in."""
+
+
+def auth_note(provider: str) -> str:
+    """The resume note for a task whose CLI ``provider`` (``claude``, ``codex``, …) shows it is
+    not logged in / has no credentials."""
+    return AUTH_HINTS.get(provider) or (
+        f"{provider} is not logged in or has no API key: log in to it once in a terminal, or set its "
+        f"credentials in the {provider} plugin's env; then reopen the task."
+    )
 
 
 def _missing_program(program: str, env: Mapping[str, str]) -> str | None:

@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import trio
@@ -24,7 +24,7 @@ from .deriver import ActivityTracker, Debouncer, PromptInstance, PromptTracker, 
 from .screen import Classification
 from .sessions import SessionStore
 
-__all__ = ["AnswerError", "Pane", "Supervisor"]
+__all__ = ["BLOCKING_STATES", "SIGNAL_AS", "AnswerError", "Pane", "Supervisor"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,14 @@ TRUST_RETRY_AFTER = 3.0
 again within this many seconds is the CLI still catching up with our Enter (seen under load with
 Claude Code 2.1.197), not a new one; if it is still there after that, the Enter was lost and it
 is accepted again."""
+
+BLOCKING_STATES: frozenset[str] = frozenset({"auth_required"})
+"""Screen states no answer or relaunch can fix (the CLI is not logged in / has no credentials):
+the supervisor reports them once per pane through ``on_blocked`` so the task is blocked."""
+
+SIGNAL_AS: Mapping[str, str] = {"auth_required": "error"}
+"""Screen states whose ``signal`` is that of another state (``auth_required`` is an ``error``
+signal; the ``signal`` event still carries the real ``state``)."""
 
 KEY_GAP = 0.2
 """Seconds between the keys of a multi-key answer: a terminal reads ``Escape`` followed at once
@@ -166,6 +174,8 @@ class Pane:
     whose prompt is still on screen and expires the others."""
     trust_accepted_at: float | None = None
     """When this pane's trust dialog was last accepted (trio clock)."""
+    blocked: bool = False
+    """A :data:`BLOCKING_STATES` screen was reported for this pane (reported once)."""
 
 
 class Supervisor:
@@ -178,6 +188,9 @@ class Supervisor:
         on_prompt: called (without the pane lock) with ``(pane, decision)`` for every new
             ``prompt``/``question`` decision: the gate hook.
         auto_trust: accept trust dialogs (after checking the "yes" option is selected).
+        on_blocked: called (without the pane lock) with ``(pane, classification)`` the first
+            time a pane shows a :data:`BLOCKING_STATES` screen (``auth_required``); the owner
+            blocks the task. ``None``: only the ``signal`` event is published.
     """
 
     def __init__(
@@ -189,6 +202,7 @@ class Supervisor:
         publish: Callable[..., Any],
         on_prompt: Callable[[Pane, dict[str, Any]], None],
         auto_trust: bool = True,
+        on_blocked: Callable[[Pane, Classification], None] | None = None,
     ) -> None:
         self._tmux = tmux
         self.sessions = sessions
@@ -196,6 +210,7 @@ class Supervisor:
         self.publish = publish
         self.on_prompt = on_prompt
         self.auto_trust = auto_trust
+        self.on_blocked = on_blocked
         self.panes: dict[str, Pane] = {}
         self.timers = Timers()
         """Debounce wake-ups; the owner runs ``timers.run`` in its nursery (else each pane
@@ -272,6 +287,7 @@ class Supervisor:
         SessionNotFoundError = _SessionNotFound
 
         created: dict[str, Any] | None = None
+        blocked: Classification | None = None
         async with _Locked(pane.lock):
             try:
                 screen = await self._tmux().capture(pane.target)
@@ -286,6 +302,8 @@ class Supervisor:
             c = pane.provider.classify(screen)
             pane.derived += 1
             self._observe(pane, c, h, now)
+            if c.state in BLOCKING_STATES and not pane.blocked:
+                pane.blocked, blocked = True, c
             if pane.pending_text and c.state == "idle":
                 text, pane.pending_text = pane.pending_text, None
                 await self._tmux().send_text(pane.target, text)
@@ -304,6 +322,8 @@ class Supervisor:
             pane.last, pane.last_hash = c, h
         if created is not None:
             self.on_prompt(pane, created)  # the gate runs outside the lock: it may answer
+        if blocked is not None and self.on_blocked is not None:
+            self.on_blocked(pane, blocked)
         return c
 
     def _observe(self, pane: Pane, c: Classification, h: str, now: float) -> None:
@@ -311,7 +331,8 @@ class Supervisor:
         gone = change.gone
         if gone is not None and not gone.answered and gone.decision_id is not None:
             self.decisions.settle(gone.decision_id, "expired", decided_by="elowen:screen", rationale="the prompt left the screen before it was answered")
-        signal = pane.signals.observe(c, pane.prompts.current)
+        alias = SIGNAL_AS.get(c.state)
+        signal = pane.signals.observe(replace(c, state=alias) if alias else c, pane.prompts.current)
         if signal is not None:
             self.sessions.set_signal(pane.name, signal)
             data: dict[str, Any] = {"task_id": pane.task_id, "session": pane.name, "signal": signal, "state": c.state}
