@@ -29,6 +29,10 @@ HERE = Path(__file__).resolve().parent
 MAX_BODY = 256 * 1024
 
 
+#: What a panel or an action shows while the daemon does not answer (after "Not available:").
+DAEMON_DOWN = "the Elowen daemon is not answering."
+
+
 def create_app(config: WebConfig) -> QuartTrio:
     """The app for ``config``; the daemon client opens when serving starts and closes after."""
     app = QuartTrio("elowen.web", template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"),
@@ -72,9 +76,9 @@ def create_app(config: WebConfig) -> QuartTrio:
     @app.errorhandler(DaemonDown)
     async def daemon_down(exc: DaemonDown) -> object:
         if is_htmx() or request.path.startswith("/partials/"):
-            return await render_template("partials/unavailable.html", what="The Elowen daemon", reason="it is not answering"), 200
+            return await render_template("partials/unavailable.html", text=DAEMON_DOWN, reload=True), 200
         if request.method != "GET":
-            return jsonify({"error": {"code": "daemon_down", "message": "the daemon is not answering"}}), 502
+            return jsonify({"error": {"code": "daemon_down", "message": f"Not available: {DAEMON_DOWN}"}}), 502
         return await render_template("down.html", page=None, badge_count=None), 503
 
     @app.errorhandler(HTTPException)

@@ -62,6 +62,7 @@ async def create_user(me: Principal, body: UserCreate) -> dict[str, Any]:
     except UserExists as exc:
         raise Conflict(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.create", f"user:{user['id']}", "ok", {"role": body.role})
+    state.users.announce(state.kernel.events, "user.created", user["id"])
     return {"user": user, "token": token}
 
 
@@ -83,6 +84,7 @@ async def patch_user(me: Principal, user_id: int, body: UserPatch) -> dict[str, 
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.update", f"user:{user_id}", "ok", {"fields": sorted(changes)})
+    state.users.announce(state.kernel.events, "user.updated", user_id)
     return user
 
 
@@ -120,12 +122,14 @@ async def delete_user(me: Principal, user_id: int) -> dict[str, Any]:
     if user_id == me.user_id:
         raise Conflict("refusing to delete yourself; ask another admin", code="self_delete")
     try:
+        name = state.users.get(user_id)["name"]
         revoked = state.users.delete(user_id)
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
     except LastAdmin as exc:
         raise Conflict(str(exc), code="last_admin") from None
     state.kernel.store.audit(me.actor, "user.delete", f"user:{user_id}", "ok", {"tokens_revoked": revoked})
+    state.users.announce(state.kernel.events, "user.removed", user_id, name)
     return {"id": user_id, "deleted": True, "tokens_revoked": revoked}
 
 
@@ -138,6 +142,7 @@ async def add_user_project(me: Principal, user_id: int, body: UserProject) -> di
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.project.add", f"user:{user_id}", "ok", {"project_id": body.project_id})
+    state.users.announce(state.kernel.events, "user.updated", user_id)
     return user
 
 
@@ -150,6 +155,7 @@ async def remove_user_project(me: Principal, user_id: int, project_id: int) -> d
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.project.remove", f"user:{user_id}", "ok", {"project_id": project_id})
+    state.users.announce(state.kernel.events, "user.updated", user_id)
     return user
 
 
@@ -234,6 +240,7 @@ async def set_password(me: Principal, user_id: int, body: PasswordSet) -> Any:
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.password.set", f"user:{user_id}", "ok",
                              {"own": own, "login_tokens_revoked": revoked})
+    state.users.announce(state.kernel.events, "user.updated", user_id)
     return {"id": user_id, "has_password": True, "login_tokens_revoked": revoked}
 
 
@@ -253,6 +260,7 @@ async def remove_password(me: Principal, user_id: int, body: PasswordRemove) -> 
         raise NotFound(str(exc)) from None
     state.kernel.store.audit(me.actor, "user.password.remove", f"user:{user_id}", "ok",
                              {"own": own, "login_tokens_revoked": revoked})
+    state.users.announce(state.kernel.events, "user.updated", user_id)
     return {"id": user_id, "has_password": False, "login_tokens_revoked": revoked}
 
 

@@ -8,13 +8,17 @@ from typing import Any
 
 import trio
 
+from elowen.core.events import EventBus
 from elowen.core.store import Store, utc_iso
 
 from ..auth import Access, hash_token, issue_token, login_token_cutoff, new_token
 from ..passwords import hash_password, needs_rehash, verify_password
 from ..throttle import LoginThrottle
 
-__all__ = ["LastAdmin", "UserExists", "UserNotFound", "UserService", "WrongPassword"]
+__all__ = ["USER_EVENTS", "LastAdmin", "UserExists", "UserNotFound", "UserService", "WrongPassword"]
+
+#: The event types :meth:`UserService.announce` publishes.
+USER_EVENTS = ("user.created", "user.updated", "user.removed")
 
 _COLUMNS = "id, name, role, allowed_execs, tool_grants, created_at, password_hash IS NOT NULL AS has_password"
 
@@ -276,6 +280,34 @@ class UserService:
             self.store.execute("DELETE FROM users WHERE id = ?", (user_id,))
         self.access.invalidate(user_id)
         return revoked
+
+    def audience(self, user_id: int | None = None) -> list[int]:
+        """Who may see a user event: every admin now, plus ``user_id`` (the user it is about,
+        when it still exists). Ascending ids."""
+        ids = {r["id"] for r in self.store.query("SELECT id FROM users WHERE role = 'admin'")}
+        if user_id is not None and self.store.query_one("SELECT 1 AS x FROM users WHERE id = ?", (user_id,)) is not None:
+            ids.add(user_id)
+        return sorted(ids)
+
+    def announce(self, events: EventBus, type: str, user_id: int, name: str | None = None) -> None:
+        """Publish ``type`` (one of :data:`USER_EVENTS`) about a user, after the change is
+        committed.
+
+        Data: ``{"id": int, "name": str, "user": record | None, "audience": [user ids]}``:
+        ``user`` is the record of :meth:`get` (``None`` for ``user.removed``); never a token
+        or a password hash. Events without a project reach every full token, so
+        ``audience`` (the daemon's private-event field, see ``routes/events.py``) limits them
+        to the admins and the user concerned: members never see other users' events.
+
+        Raises:
+            ValueError: ``type`` is not a user event.
+        """
+        if type not in USER_EVENTS:
+            raise ValueError(f"not a user event: {type!r}")
+        user = None if type == "user.removed" else self.get(user_id)
+        data = {"id": user_id, "name": user["name"] if user is not None else name, "user": user,
+                "audience": self.audience(None if user is None else user_id)}
+        events.publish(type, data)
 
     def add_project(self, user_id: int, project_id: int) -> dict[str, Any]:
         """Let the user see and act on a project (idempotent).

@@ -9,8 +9,20 @@
   var form = document.getElementById("chat-form");
   var input = document.getElementById("chat-input");
   var out = document.getElementById("chat-stream");
+  var send = document.getElementById("chat-send");
   var streaming = false;
   var opened = false;
+
+  // While the brain plugin is off (the dock's view says so: [data-brain-off]) nothing can be
+  // sent: the input and Send are disabled until a refresh shows the brain back.
+  function setBrainOff(off) {
+    input.disabled = off;
+    send.disabled = off;
+    dock.dataset.brain = off ? "off" : "on";
+  }
+  document.addEventListener("elowen:refreshed", function (e) {
+    if (e.detail && e.detail.id === "chat-view") { setBrainOff(!!document.querySelector("#chat-view [data-brain-off]")); }
+  });
 
   function setOpen(open) {
     dock.hidden = !open;
@@ -100,7 +112,7 @@
 
   function submit() {
     var text = input.value.trim();
-    if (!text || streaming) { return; }
+    if (!text || streaming || input.disabled) { return; }
     input.value = "";
     line("user", text);
     streaming = true;
@@ -112,7 +124,10 @@
       body: JSON.stringify({ text: text })
     }).then(function (resp) {
       if (!resp.ok) {
-        return resp.json().then(function (b) { line("error", (b.error && b.error.message) || ("error " + resp.status)); },
+        return resp.json().then(function (b) {
+          line("error", (b.error && b.error.message) || ("error " + resp.status));
+          if (b.error && b.error.code === "brain_off") { input.value = text; setBrainOff(true); window.Elowen.refresh("chat-view"); }
+        },
                                 function () { line("error", "error " + resp.status); });
       }
       var reader = resp.body.getReader();

@@ -20,9 +20,51 @@
   document.addEventListener("htmx:configRequest", function (e) { e.detail.headers["X-CSRF-Token"] = csrf; });
   document.addEventListener("htmx:afterRequest", function (e) {
     var elt = e.detail.elt;
-    if (elt && elt.matches && elt.matches("form[data-reset-on-success]") && e.detail.successful &&
-        e.detail.xhr && e.detail.xhr.getResponseHeader("X-Elowen-Ok") === "1") { elt.reset(); }
+    var ok = e.detail.successful && e.detail.xhr && e.detail.xhr.getResponseHeader("X-Elowen-Ok") === "1";
+    if (ok && elt && elt.matches && elt.matches("form[data-reset-on-success]")) { elt.reset(); }
+    if (ok) { clearFlashes(e.detail.target); }
   });
+  // A later success clears the messages of earlier actions (elsewhere on the page): only the
+  // newest outcome stays.
+  function clearFlashes(keep) {
+    document.querySelectorAll(".flash-slot .flash").forEach(function (f) {
+      if (!keep || !keep.contains(f)) { f.remove(); }
+    });
+  }
+
+  // ------------------------------------------------------------------ focus across swaps
+  // A swap that replaces the focused control (the user's own toggle, Allow, level change, then
+  // the panel refresh its event causes) would leave focus on <body>. Focus goes to the element
+  // with the same id in the new content, else to the panel's first control, else the panel.
+  function focusBefore(target) {
+    var had = document.activeElement;
+    return (had && had !== document.body && target && target.contains(had)) ? { id: had.id || null } : null;
+  }
+  function focusAfter(saved, id) {
+    if (!saved) { return; }
+    var now = document.activeElement;
+    if (now && now !== document.body && document.contains(now)) { return; }
+    var el = saved.id ? document.getElementById(saved.id) : null;
+    var panel = document.getElementById(id);
+    if (!el && panel) { el = panel.querySelector("button:not([disabled]), select:not([disabled]), input:not([type=hidden]):not([disabled]), a[href]"); }
+    if (!el && panel) { panel.setAttribute("tabindex", "-1"); el = panel; }
+    if (el) { el.focus({ preventScroll: true }); }
+  }
+  var htmxFocus = null;
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var t = e.detail.target;
+    htmxFocus = t && t.id ? { saved: focusBefore(t), id: t.id } : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (htmxFocus) { focusAfter(htmxFocus.saved, htmxFocus.id); htmxFocus = null; }
+  });
+  // Header height for scroll-margin-top of anchored headings (app.css --header-h).
+  function headerHeight() {
+    var top = document.querySelector(".top");
+    if (top) { document.documentElement.style.setProperty("--header-h", top.offsetHeight + "px"); }
+  }
+  headerHeight();
+  window.addEventListener("resize", headerHeight);
 
   // ------------------------------------------------------------------ panels
   var panels = {};
@@ -51,9 +93,29 @@
       })
       .then(function (html) {
         var target = document.getElementById(id);
-        if (html !== null && target) { window.htmx.swap(target, html, { swapStyle: swap }); }
+        if (html !== null && target) {
+          var saved = focusBefore(target);
+          var kept = keptValues(target);
+          window.htmx.swap(target, html, { swapStyle: swap });
+          restoreValues(kept);
+          focusAfter(saved, id);
+        }
       })
       .then(done, done);
+  }
+  // Panels marked data-keep keep the user's choice in their selects across a refresh (when the
+  // chosen option still exists).
+  function keptValues(target) {
+    var out = [];
+    if (!target.hasAttribute("data-keep")) { return out; }
+    target.querySelectorAll("select[id]").forEach(function (sel) { out.push([sel.id, sel.value]); });
+    return out;
+  }
+  function restoreValues(kept) {
+    kept.forEach(function (pair) {
+      var sel = document.getElementById(pair[0]);
+      if (sel && Array.prototype.some.call(sel.options, function (o) { return o.value === pair[1]; })) { sel.value = pair[1]; }
+    });
   }
   function matches(patterns, type) {
     return patterns.split(",").some(function (p) {

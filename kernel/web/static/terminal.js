@@ -17,6 +17,38 @@
   var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, convertEol: true, disableStdin: true, cursorBlink: false,
                                    scrollback: 2000, theme: { background: "#14161a" } });
   term.open(box);
+
+  // Fit the pane's columns into the card: the font shrinks (never grows past MAX_FONT) until
+  // the drawn screen is as wide as the box's content; below MIN_FONT it stays there and the
+  // box scrolls sideways (overflow-x: auto in app.css). Rerun on every size change.
+  var MAX_FONT = 12, MIN_FONT = 7;
+  function screenWidth() {
+    var screen = box.querySelector(".xterm-screen");
+    return screen ? screen.getBoundingClientRect().width : 0;
+  }
+  function fit() {
+    var style = window.getComputedStyle(box);
+    var avail = box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+    var width = screenWidth();
+    if (avail <= 0 || width <= 0) { return; }
+    var size = term.options.fontSize;
+    var want = Math.max(MIN_FONT, Math.min(MAX_FONT, Math.floor(size * avail / width * 2) / 2));
+    if (want !== size) { term.options.fontSize = want; }
+    // cell widths round to device pixels: step down until it fits (or the minimum is reached)
+    while (screenWidth() > avail + 0.5 && term.options.fontSize > MIN_FONT) {
+      term.options.fontSize = Math.max(MIN_FONT, term.options.fontSize - 0.5);
+    }
+    box.dataset.fontSize = String(term.options.fontSize);
+  }
+  var fitQueued = false;
+  function queueFit() {
+    if (fitQueued) { return; }
+    fitQueued = true;
+    window.requestAnimationFrame(function () { fitQueued = false; fit(); });
+  }
+  if (window.ResizeObserver) { new window.ResizeObserver(queueFit).observe(box); }
+  window.addEventListener("resize", queueFit);
+  fit();
   var mode = document.getElementById("term-mode");
   var toggle = document.getElementById("term-input");
   var ws = null;
@@ -52,6 +84,7 @@
         if (hello.cols > 0 && hello.rows > 0 && (hello.cols !== term.cols || hello.rows !== term.rows)) {
           term.resize(hello.cols, hello.rows);  // draw at the agent pane's own size
         }
+        fit();
         refused = wantInput && !input;  // the daemon did not grant input after all
         if (refused) { wantInput = false; }
         term.reset();  // the daemon sends the whole screen next: draw it on a clean terminal

@@ -16,11 +16,16 @@
     var q = text.value.trim().toLowerCase();
     return (!t || li.dataset.type.indexOf(t) === 0) && (!q || li.textContent.toLowerCase().indexOf(q) !== -1);
   }
+  // The count is the number of rows shown; the notice says why none is shown (no event yet,
+  // or none matches the filter). Hidden rows are display:none ([hidden] in app.css).
   function applyFilter() {
     var n = 0;
-    list.querySelectorAll("li").forEach(function (li) { li.hidden = !visible(li); if (!li.hidden) { n++; } });
+    var rows = list.querySelectorAll("li");
+    rows.forEach(function (li) { li.hidden = !visible(li); if (!li.hidden) { n++; } });
     count.textContent = String(n);
+    list.dataset.shown = String(n);
     empty.hidden = n > 0;
+    empty.textContent = rows.length ? "No event matches the filter." : "Waiting for events…";
   }
   function summary(ev) {
     var d = ev.data || {};

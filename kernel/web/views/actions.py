@@ -58,15 +58,21 @@ async def cancel_task(task_id: int) -> Any:
 @bp.post("/decisions/<int:decision_id>")
 @login_required
 async def decide(decision_id: int) -> Any:
-    """Allow (approve), reject or answer a decision: an escalated one through the overseer's
+    """Allow (approve), reject, answer (``text``) or choose (``choice``: an option number) a
+    decision: an escalated one through the overseer's
     ``POST /escalations/{id}``, a pending one through the agents' ``POST /decisions/{id}``."""
     form = await _form()
     action = form.get("action", "")
-    if action not in ("approve", "reject", "answer"):
+    if action not in ("approve", "reject", "answer", "choice"):
         abort(400)
     body: dict[str, Any] = {"action": action}
     if action == "answer":
         body["text"] = form.get("text", "")
+    if action == "choice":
+        choice = _int_or_none(form.get("choice"))
+        if choice is None:
+            abort(400)
+        body["choice"] = choice
     path = f"/escalations/{decision_id}" if form.get("status") == "escalated" else f"/decisions/{decision_id}"
     reply = await api("POST", path, json=body)
     return await _flash(reply, f"Decision #{decision_id}: {action} sent.")
@@ -123,18 +129,42 @@ def coerce_config(schema: dict[str, Any], form: dict[str, str]) -> dict[str, Any
         if key not in form:
             continue
         raw = form[key]
+        if kind in ("array", "object"):
+            values[key] = json_field(key, kind, raw)
+            continue
         try:
             if kind == "integer":
                 values[key] = int(raw)
             elif kind == "number":
                 values[key] = float(raw)
-            elif kind in ("array", "object"):
-                values[key] = json.loads(raw) if raw.strip() else ([] if kind == "array" else {})
             else:
                 values[key] = raw
         except ValueError:
             raise ValueError(f"{key}: expected {kind}") from None
     return values
+
+
+#: What a JSON field looks like, by manifest type (the form's hint and error messages).
+JSON_EXAMPLES = {"array": '["--verbose"]', "object": '{"KEY": "value"}'}
+
+
+def json_field(key: str, kind: str, raw: str) -> Any:
+    """The value of an ``array``/``object`` config field typed as JSON text (empty: ``[]``
+    or ``{}``).
+
+    Raises:
+        ValueError: ``"<key>: not valid JSON: <the parser's message>"``, or ``"<key>: expected a
+            JSON array, e.g. [...]"`` when the text parses to another type.
+    """
+    if not raw.strip():
+        return [] if kind == "array" else {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{key}: not valid JSON: {exc}") from None
+    if not isinstance(value, list if kind == "array" else dict):
+        raise ValueError(f"{key}: expected a JSON {kind}, e.g. {JSON_EXAMPLES[kind]}")
+    return value
 
 
 @bp.post("/plugins/<name>/config")

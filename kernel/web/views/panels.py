@@ -81,12 +81,36 @@ async def _waiting() -> dict[str, Any]:
     merged = {d["id"]: d for d in r["escalated"].items()}
     for d in r["decisions"].items():
         merged.setdefault(d["id"], d)
+    decisions = [merged[k] for k in sorted(merged)]
     return {
-        "decisions": [merged[k] for k in sorted(merged)],
+        "decisions": decisions, "answer_kinds": ANSWER_KINDS, "who": await decider_names(decisions),
         "decisions_missing": r["decisions"].missing and r["escalated"].missing,
         "approvals": r["approvals"].items(),
         "approvals_missing": r["approvals"].missing,
     }
+
+
+#: Decision kinds answered with text (``POST /decisions/{id}`` ``{"action": "answer", "text"}``):
+#: an ``elowen ask`` (``message``: the asker gets the text), a liveness ``check`` (the text is
+#: typed into the idle agent) and a ``review``. ``prompt``/``question`` (a CLI's own prompt)
+#: take approve, reject or a numbered choice instead (agents plugin, ``service.decide``).
+ANSWER_KINDS = ("message", "check", "review")
+
+
+async def decider_names(decisions: list[dict[str, Any]]) -> dict[str, str]:
+    """``decided_by`` values of the form ``user:<id>`` → what to show: admins see user names
+    (``GET /users``, admins only; a removed user reads "a removed user"), members see "you" for themselves
+    and "another user" for anyone else (they may not list users). Other deciders (the
+    overseer, an agent) are left out and shown as they are."""
+    ids = {d["decided_by"] for d in decisions if isinstance(d.get("decided_by"), str) and d["decided_by"].startswith("user:")}
+    if not ids:
+        return {}
+    session = me()
+    if session.is_admin:
+        names = {f"user:{u['id']}": u["name"] for u in (await api("GET", "/users", params={"limit": 500})).items()}
+        return {d: names.get(d, "a removed user") for d in ids}
+    mine = f"user:{session.user.get('id')}"
+    return {d: "you" if d == mine else "another user" for d in ids}
 
 
 async def badge(_: dict[str, str]) -> dict[str, Any]:
@@ -103,6 +127,13 @@ async def kanban(_: dict[str, str]) -> dict[str, Any]:
     for items in columns.values():
         items.sort(key=lambda t: (t.get("priority", 2), -int(t["id"])))
     return {"columns": columns, "projects": projects, "tasks_error": None if r["tasks"].ok else r["tasks"].error_message()}
+
+
+async def projects(_: dict[str, str]) -> dict[str, Any]:
+    """The projects the user may file tasks in: ``{"projects": {id: name}}`` (the create-task
+    form's select; live on ``project.*``)."""
+    reply = await api("GET", "/projects", params={"limit": 500})
+    return {"projects": {p["id"]: p["name"] for p in reply.items()}}
 
 
 async def agents(_: dict[str, str]) -> dict[str, Any]:
@@ -134,6 +165,7 @@ async def task(args: dict[str, str]) -> dict[str, Any]:
     can_type = t is not None and (session.is_admin or t.get("owner_id") == session.user.get("id"))
     return {
         "task": t, "task_id": int(tid), "decisions": r["decisions"].items(), "decisions_missing": r["decisions"].missing,
+        "answer_kinds": ANSWER_KINDS, "who": await decider_names(r["decisions"].items()),
         "sessions": sessions, "live_session": running[-1]["session"] if running else None, "can_type": can_type,
     }
 
@@ -166,6 +198,7 @@ async def users(_: dict[str, str]) -> dict[str, Any]:
 PANELS: dict[str, Panel] = {
     "badge": Panel(badge, "partials/badge.html"),
     "kanban": Panel(kanban, "partials/kanban.html"),
+    "projects": Panel(projects, "partials/projects.html"),
     "agents": Panel(agents, "partials/agents.html"),
     "missions": Panel(missions, "partials/missions.html"),
     "escalations": Panel(escalations, "partials/escalations.html"),

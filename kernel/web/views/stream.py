@@ -23,13 +23,16 @@ from quart import Blueprint, Response, render_template, request
 from ..state import web_state
 from .common import api, login_required, me
 
-__all__ = ["bp", "translate_block"]
+__all__ = ["BRAIN_OFF", "bp", "translate_block"]
 
 log = logging.getLogger(__name__)
 
 bp = Blueprint("stream", __name__)
 
 _PASS_PARAMS = ("types", "project")
+
+#: The dock's notice (and a turn's error) while the brain plugin's routes are missing.
+BRAIN_OFF = "The brain plugin is off — turn it on in Settings → Plugins."
 
 
 def translate_block(lines: list[str]) -> str | None:
@@ -149,8 +152,8 @@ async def chat_view() -> str:
     view = reply.body if reply.ok else {"conversation": {"id": ""}, "messages": []} if none_yet else None
     approvals = await api("GET", "/brain/approvals") if view is not None else None
     return await render_template(
-        "partials/chat.html", chat_missing=view is None, view=view,
-        approvals=approvals.items() if approvals else [],
+        "partials/chat.html", chat_missing=view is None, brain_off=reply.missing and not none_yet, view=view,
+        approvals=approvals.items() if approvals else [], brain_off_text=BRAIN_OFF,
     )
 
 
@@ -174,6 +177,8 @@ async def chat_turn() -> Response:
     if resp.status_code != 200:
         data = await resp.aread()
         await resp.aclose()
+        if resp.status_code == 404:  # no route: the brain plugin is disabled or not installed
+            return Response(json.dumps({"error": {"code": "brain_off", "message": BRAIN_OFF}}), status=404, mimetype="application/json")
         return Response(data, status=resp.status_code, mimetype="application/json")
 
     async def relay() -> AsyncIterator[bytes]:
