@@ -403,3 +403,36 @@ def test_plugin_toggle_keeps_focus_and_daemon_down_wording(browser: Any, stack: 
         stack.start_daemon()
     assert not page.errors
     page.context.close()
+
+
+@pytest.mark.slow
+def test_a_finished_chat_turn_shows_once_and_the_history_scrolls_to_it(browser: Any, stack: Stack) -> None:
+    """The streamed copy of a turn gives way to the stored one (no duplicate), the history is
+    scrolled to its newest message, and Send is off while a turn runs (the embedded model)."""
+    page = login(browser, stack)
+    page.click("#chat-toggle")
+    page.wait_for_selector("#chat-dock:not([hidden]) #chat-input")
+    idle = "#chat-dock:not([aria-busy])"
+    for n in range(3):  # enough history to scroll
+        page.fill("#chat-input", f"Say the word banana {n}.")
+        page.keyboard.press("Enter")
+        page.wait_for_selector(f"#chat-stream .msg.user:has-text('banana {n}')")
+        if page.get_attribute("#chat-dock", "aria-busy") == "true":
+            assert page.is_disabled("#chat-send")  # one turn at a time
+        page.wait_for_selector(idle, timeout=60000)
+        page.locator("#chat-view .msg.user", has_text=f"banana {n}").wait_for(timeout=15000)
+        page.locator("#chat-stream .msg.user").first.wait_for(state="detached", timeout=15000)
+        assert page.locator("#chat-stream .msg.assistant").count() == 0
+        assert page.locator("#chat-dock .msg.user", has_text=f"banana {n}").count() == 1  # once, not twice
+        assert page.is_enabled("#chat-send")
+    at_bottom = page.evaluate("document.getElementById('chat-view').scrollTop + document.getElementById('chat-view').clientHeight"
+                              " >= document.getElementById('chat-view').scrollHeight - 2")
+    assert at_bottom
+    page.fill("#chat-input", "/help")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#chat-stream .msg.system:has-text('/goal')", timeout=10000)
+    page.wait_for_selector(idle, timeout=15000)
+    page.wait_for_timeout(500)  # the view's reload after the command
+    assert page.locator("#chat-stream .msg.user", has_text="/help").count() == 1  # a command stays with its output
+    assert not page.errors
+    page.context.close()

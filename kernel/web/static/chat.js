@@ -20,8 +20,23 @@
     send.disabled = off;
     dock.dataset.brain = off ? "off" : "on";
   }
+  // When the conversation view reloads (after a turn, brain.done), it holds the finished turn:
+  // the streamed copies of its user/assistant/tool lines go (command output and errors, which
+  // the history does not keep, stay), and the view scrolls to its newest message.
+  var view = document.getElementById("chat-view");
+  function settle() {
+    if (!streaming) {
+      Array.prototype.slice.call(out.querySelectorAll(".msg.user, .msg.assistant, .msg.tool")).forEach(function (el) {
+        if (!(el.classList.contains("user") && el.textContent.trim().charAt(0) === "/")) { el.remove(); }  // a command stays with its output
+      });
+    }
+    view.scrollTop = view.scrollHeight;
+  }
   document.addEventListener("elowen:refreshed", function (e) {
-    if (e.detail && e.detail.id === "chat-view") { setBrainOff(!!document.querySelector("#chat-view [data-brain-off]")); }
+    if (e.detail && e.detail.id === "chat-view") {
+      setBrainOff(!!document.querySelector("#chat-view [data-brain-off]"));
+      settle();
+    }
   });
 
   function setOpen(open) {
@@ -117,6 +132,7 @@
     line("user", text);
     streaming = true;
     current = null;
+    send.disabled = true;  // one turn at a time: Stop ends it
     dock.setAttribute("aria-busy", "true");
     fetch("/chat/turn", {
       method: "POST",
@@ -145,7 +161,12 @@
       };
       return pump();
     }).catch(function () { line("error", "The connection broke."); })
-      .then(function () { streaming = false; dock.removeAttribute("aria-busy"); });
+      .then(function () {
+        streaming = false;
+        send.disabled = input.disabled;
+        dock.removeAttribute("aria-busy");
+        window.Elowen.refresh("chat-view");  // the stored turn replaces the streamed copy (settle)
+      });
   }
   form.addEventListener("submit", function (e) { e.preventDefault(); submit(); });
   input.addEventListener("keydown", function (e) {
