@@ -1,7 +1,9 @@
 """Server-sent events from the event bus.
 
 Wire format: WHATWG HTML Living Standard, "Server-sent events" (§9.2): each event is
-``id: N\\nevent: <type>\\ndata: <json>\\n\\n``; lines starting with ``:`` are comments (our
+``id: N\\nevent: <type>\\nts: <UTC ISO 8601>\\ndata: <json>\\n\\n``; ``ts`` (when the event was
+published) is an extension field, which the standard's parsers ignore ("Otherwise: the field is
+ignored"); lines starting with ``:`` are comments (our
 heartbeat is ``: heartbeat``); ``retry: ms`` sets the client's reconnection delay. A client
 resumes with the ``Last-Event-ID`` header.
 
@@ -58,7 +60,7 @@ def _encode_one(e: Event) -> bytes:
     cached = _ENCODED.get(key)
     if cached is None:
         data = json.dumps(e.data, ensure_ascii=False, separators=(",", ":"))
-        cached = f"id: {e.id}\nevent: {e.type}\ndata: {data}\n\n".encode()
+        cached = f"id: {e.id}\nevent: {e.type}\nts: {e.ts}\ndata: {data}\n\n".encode()
         _ENCODED[key] = cached
         if len(_ENCODED) > _ENCODED_MAX:
             _ENCODED.popitem(last=False)

@@ -11,6 +11,8 @@ import httpx
 import pytest
 import trio
 
+from elowen.core.store import Store
+
 from .conftest import DaemonProc, start_daemon
 from .helpers import assert_error_shape, make_project, make_user
 from .sse_client import SseEvent, read_sse
@@ -169,3 +171,32 @@ async def test_slow_subscriber_does_not_delay_others_and_resumes(sse_daemon: tup
                 if len(got) >= total:
                     break
     assert got == list(range(total))
+
+
+async def test_each_event_says_when_it_was_published(sse_daemon: tuple[DaemonProc, int]) -> None:
+    """``ts:`` (an extension field standard parsers ignore) is the event's publication time, the
+    same as in the events table."""
+    from datetime import UTC, datetime
+
+    d, pid = sse_daemon
+    with d.admin() as admin:
+        task_id = admin.post("/tasks", json={"title": "stamp", "project_id": pid}).json()["id"]
+    async with _async_client(d) as c, c.stream("GET", "/events", params={"types": "task.progress"}) as r:
+        before = datetime.now(UTC)
+        async with _async_client(d) as p:
+            (await p.post(f"/tasks/{task_id}/progress", json={"text": "stamped"})).raise_for_status()
+        block: list[str] = []
+        with trio.fail_after(10):
+            async for line in r.aiter_lines():
+                if line == "" and any(ln.startswith("data:") for ln in block):
+                    break
+                if line and not line.startswith(":"):
+                    block.append(line)
+    fields = dict(ln.split(": ", 1) for ln in block)
+    stamp = datetime.fromisoformat(fields["ts"].replace("Z", "+00:00"))
+    assert before.timestamp() - 1 <= stamp.timestamp() <= datetime.now(UTC).timestamp() + 1
+    store = Store(d.home / "elowen.db")
+    try:
+        assert store.query_one("SELECT ts FROM events WHERE id = ?", (int(fields["id"]),))["ts"] == fields["ts"]
+    finally:
+        store.close()

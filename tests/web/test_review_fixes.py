@@ -436,3 +436,28 @@ def test_a_finished_chat_turn_shows_once_and_the_history_scrolls_to_it(browser: 
     assert page.locator("#chat-stream .msg.user", has_text="/help").count() == 1  # a command stays with its output
     assert not page.errors
     page.context.close()
+
+
+@pytest.mark.slow
+def test_timeline_rows_show_when_the_event_happened(browser: Any, stack: Stack) -> None:
+    project = stack.project()
+    title = f"Stamped {uuid.uuid4().hex[:6]}"
+    with stack.admin() as c:
+        created = c.post("/tasks", json={"title": title, "project_id": project}).json()["created_at"]
+    time.sleep(2.0)
+    page = login(browser, stack)
+    page.goto(stack.web_url + "/timeline")
+    row = page.locator(f"#timeline li[data-type='task.created']:has-text('{title}') time")
+    row.wait_for(timeout=10000)
+    shown = row.get_attribute("datetime")
+    assert shown is not None
+    # the replayed row carries the publication time (to the millisecond), not the page's
+    assert abs(_epoch(shown) - _epoch(created)) < 1.0, (shown, created)
+    assert not page.errors
+    page.context.close()
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()

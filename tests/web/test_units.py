@@ -23,6 +23,12 @@ def test_event_blocks_travel_as_messages_with_their_type() -> None:
     assert json.loads(lines[1].removeprefix("data: ")) == {"type": "task.created", "data": {"id": 3}}
 
 
+def test_the_publication_time_travels_inside_the_message() -> None:
+    out = translate_block(["id: 8", "event: task.created", "ts: 2026-11-30T12:00:00.123Z", 'data: {"id":4}'])
+    assert out is not None and "ts:" not in out.split("data:")[0]  # not passed on as a field
+    assert json.loads(out.split("\n")[1].removeprefix("data: ")) == {"type": "task.created", "data": {"id": 4}, "ts": "2026-11-30T12:00:00.123Z"}
+
+
 def test_comments_become_named_events_and_keep_the_last_id() -> None:
     assert translate_block([": heartbeat"]) == "event: heartbeat\ndata: {}\n\n"
     ready = translate_block(["retry: 2000", ": connected"])

@@ -48,9 +48,10 @@
     var li = document.createElement("li");
     li.dataset.type = ev.type;
     var time = document.createElement("time");
-    var now = new Date();
-    time.dateTime = now.toISOString();
-    time.textContent = now.toLocaleTimeString([], { hour12: false });
+    var when = ev.ts ? new Date(ev.ts) : new Date();  // when the daemon published it
+    if (isNaN(when.getTime())) { when = new Date(); }
+    time.dateTime = when.toISOString();
+    time.textContent = when.toLocaleTimeString([], { hour12: false });
     var code = document.createElement("code");
     code.textContent = ev.type;
     var span = document.createElement("span");

@@ -39,7 +39,8 @@ def translate_block(lines: list[str]) -> str | None:
     """One SSE block (its lines, without the blank terminator) → what the browser gets, or
     ``None`` to drop it.
 
-    An event ``id: N / event: T / data: D`` becomes ``id: N / data: {"type": T, "data": D}``:
+    An event ``id: N / event: T / ts: S / data: D`` becomes ``id: N / data: {"type": T, "data":
+    D, "ts": S}`` (``ts``: when the daemon published it, UTC ISO 8601):
     an ``EventSource`` reports only the event names it was told to listen to, so every event
     travels as the default ``message`` with its type inside. Comments become the named events
     ``ready`` (the daemon's ``: connected``) and ``heartbeat``."""
@@ -52,12 +53,14 @@ def translate_block(lines: list[str]) -> str | None:
         named = "event: heartbeat\ndata: {}\n\n"
     if not fields:
         return named or None
-    kind, data, other = "message", [], []
+    kind, data, other, ts = "message", [], [], None
     for ln in fields:
         name, _, value = ln.partition(":")
         value = value[1:] if value.startswith(" ") else value
         if name == "event":
             kind = value
+        elif name == "ts":
+            ts = value
         elif name == "data":
             data.append(value)
         else:
@@ -66,7 +69,8 @@ def translate_block(lines: list[str]) -> str | None:
         return ("\n".join(other) + "\n\n" if other else "") + named or None
     # JSON never holds a raw newline inside a string: joined lines are only whitespace apart.
     payload = " ".join(data)
-    return "\n".join([*other, f'data: {{"type":{json.dumps(kind)},"data":{payload}}}']) + "\n\n" + named
+    stamp = f',"ts":{json.dumps(ts)}' if ts else ""
+    return "\n".join([*other, f'data: {{"type":{json.dumps(kind)},"data":{payload}{stamp}}}']) + "\n\n" + named
 
 
 def _last_id(block: str) -> int | None:
