@@ -221,8 +221,24 @@ class BrainService:
             conv = self.create_conversation(user_id, activate=True)
         return conv
 
+    def model_info(self, conv: dict[str, Any]) -> dict[str, Any]:
+        """Which model a conversation's turns use: ``{"spec": "provider/model" | "", "kind":
+        "openai" | "anthropic" | "local" | None, "tools": bool}`` — the embedded (``local``)
+        model is not offered tools. ``spec`` is ``""`` and ``kind`` ``None`` when the relay
+        cannot say (no inference plugin, or no default model configured)."""
+        spec = conv.get("model") or str(self.config.get("default_model", ""))
+        try:
+            relay = self.relay()
+            spec = spec or relay.default_spec()
+            name = spec.split("/", 1)[0]
+            kind = next((p["kind"] for p in relay.providers() if p["name"] == name), None)
+        except Exception:  # no relay, or nothing configured as the default: unknown, not an error here
+            return {"spec": spec, "kind": None, "tools": True}
+        return {"spec": spec, "kind": kind, "tools": kind != "local"}
+
     def view(self, user_id: int, cid: int, *, limit: int = 200) -> dict[str, Any]:
-        """``{"conversation", "messages", "goal", "yolo", "busy"}`` (messages newest ``limit``, oldest first)."""
+        """``{"conversation", "messages", "goal", "yolo", "busy", "model"}`` (messages newest
+        ``limit``, oldest first; ``model`` as :meth:`model_info`)."""
         conv = self.conversation(user_id, cid)
         session = self.sessions.existing(cid)
         rows = self.db.messages(cid, include_compacted=True, limit=limit)
@@ -232,6 +248,7 @@ class BrainService:
             "goal": self.db.live_goal(cid) or self.db.last_goal(cid),
             "yolo": self.yolo(session) if session else self.db.prefs(user_id)["yolo"],
             "busy": bool(session and session.busy),
+            "model": self.model_info(conv),
         }
 
     # -- sessions, prompts, tools ------------------------------------------------------------

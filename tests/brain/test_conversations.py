@@ -85,3 +85,11 @@ async def test_a_second_turn_is_refused_while_one_runs_but_instant_commands_answ
                 await env.service.turn(env.admin, conv["id"], "second")
             out = await env.service.turn(env.admin, conv["id"], "/goal status")
             assert out["command"].startswith("No goal")
+
+
+async def test_the_view_says_which_model_answers_and_whether_it_gets_tools(tmp_path: Path) -> None:
+    async with brain_kernel(tmp_path) as env:
+        conv = env.conversation()  # on the scripted OpenAI-compatible provider
+        assert env.service.view(env.admin, conv["id"])["model"] == {"spec": env.spec, "kind": "openai", "tools": True}
+        local = env.service.create_conversation(env.admin, model="local/smollm2")
+        assert env.service.view(env.admin, local["id"])["model"] == {"spec": "local/smollm2", "kind": "local", "tools": False}

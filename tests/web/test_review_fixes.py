@@ -417,14 +417,16 @@ def test_a_finished_chat_turn_shows_once_and_the_history_scrolls_to_it(browser: 
         page.fill("#chat-input", f"Say the word banana {n}.")
         page.keyboard.press("Enter")
         page.wait_for_selector(f"#chat-stream .msg.user:has-text('banana {n}')")
-        if page.get_attribute("#chat-dock", "aria-busy") == "true":
-            assert page.is_disabled("#chat-send")  # one turn at a time
+        assert page.evaluate("document.getElementById('chat-dock').getAttribute('aria-busy') !== 'true'"
+                             " || document.getElementById('chat-send').disabled")  # one turn at a time
         page.wait_for_selector(idle, timeout=60000)
         page.locator("#chat-view .msg.user", has_text=f"banana {n}").wait_for(timeout=15000)
         page.locator("#chat-stream .msg.user").first.wait_for(state="detached", timeout=15000)
         assert page.locator("#chat-stream .msg.assistant").count() == 0
         assert page.locator("#chat-dock .msg.user", has_text=f"banana {n}").count() == 1  # once, not twice
         assert page.is_enabled("#chat-send")
+    note = page.locator("#chat-view .chat-model")  # no provider configured: the embedded model, without tools
+    assert "without tools" in note.inner_text() and "local/" in note.inner_text()
     at_bottom = page.evaluate("document.getElementById('chat-view').scrollTop + document.getElementById('chat-view').clientHeight"
                               " >= document.getElementById('chat-view').scrollHeight - 2")
     assert at_bottom
