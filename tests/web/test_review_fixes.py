@@ -463,3 +463,23 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def test_the_task_page_cancels_and_reopens_a_task(stack: Stack) -> None:
+    project = stack.project()
+    with stack.admin() as c:
+        task_id = c.post("/tasks", json={"title": "cancel me", "project_id": project}).json()["id"]
+    with httpx.Client(base_url=stack.web_url, timeout=10) as web:
+        assert web.post("/login", data={"token": stack.admin_token}).status_code == 302
+        page = web.get(f"/tasks/{task_id}").text
+        assert 'id="task-cancel"' in page and 'id="task-reopen"' not in page
+        csrf = {"X-CSRF-Token": re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1), "HX-Request": "true"}
+        r = web.post(f"/actions/tasks/{task_id}/cancel", headers=csrf)
+        assert r.headers.get("X-Elowen-Ok") == "1", r.text
+        page = web.get(f"/tasks/{task_id}").text
+        assert 'id="task-reopen"' in page and 'id="task-cancel"' not in page
+        r = web.post(f"/actions/tasks/{task_id}/reopen", headers=csrf)
+        assert r.headers.get("X-Elowen-Ok") == "1" and f"Task #{task_id} reopened." in r.text, r.text
+        assert 'id="task-cancel"' in web.get(f"/tasks/{task_id}").text
+    with stack.admin() as c:
+        assert c.get(f"/tasks/{task_id}").json()["state"] == "open"

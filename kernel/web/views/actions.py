@@ -55,6 +55,13 @@ async def cancel_task(task_id: int) -> Any:
     return await _flash(await api("POST", f"/tasks/{task_id}/cancel"), f"Task #{task_id} cancelled.")
 
 
+@bp.post("/tasks/<int:task_id>/reopen")
+@login_required
+async def reopen_task(task_id: int) -> Any:
+    """Back to ``open`` (from blocked, closed or cancelled): the scheduler picks it up again."""
+    return await _flash(await api("PATCH", f"/tasks/{task_id}", json={"state": "open"}), f"Task #{task_id} reopened.")
+
+
 @bp.post("/decisions/<int:decision_id>")
 @login_required
 async def decide(decision_id: int) -> Any:
