@@ -483,3 +483,32 @@ def test_the_task_page_cancels_and_reopens_a_task(stack: Stack) -> None:
         assert 'id="task-cancel"' in web.get(f"/tasks/{task_id}").text
     with stack.admin() as c:
         assert c.get(f"/tasks/{task_id}").json()["state"] == "open"
+
+
+def test_an_admin_gives_and_takes_projects_and_removes_a_user_in_settings(stack: Stack) -> None:
+    project = stack.project()
+    name = f"member-{uuid.uuid4().hex[:6]}"
+    with stack.admin() as c:
+        uid = c.post("/users", json={"name": name, "role": "member"}).json()["user"]["id"]
+    with httpx.Client(base_url=stack.web_url, timeout=10) as web:
+        assert web.post("/login", data={"token": stack.admin_token}).status_code == 302
+        panel = web.get("/partials/users").text
+        row = panel.split(f"<strong>{name}</strong>", 1)[1].split("</li>", 1)[0]
+        assert "none yet" in row and f'id="remove-user-{uid}"' in row and f'id="addp-{uid}"' in row
+        page = web.get("/settings").text
+        csrf = {"X-CSRF-Token": re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1), "HX-Request": "true"}
+        r = web.post(f"/actions/users/{uid}/projects", data={"project_id": str(project)}, headers=csrf)
+        assert r.headers.get("X-Elowen-Ok") == "1", r.text
+        assert project in _projects_of(stack, uid)
+        r = web.post(f"/actions/users/{uid}/projects/{project}/remove", headers=csrf)
+        assert r.headers.get("X-Elowen-Ok") == "1", r.text
+        assert project not in _projects_of(stack, uid)
+        r = web.post(f"/actions/users/{uid}/remove", headers=csrf)
+        assert r.headers.get("X-Elowen-Ok") == "1", r.text
+        assert f"<strong>{name}</strong>" not in web.get("/partials/users").text
+
+
+def _projects_of(stack: Stack, uid: int) -> list[int]:
+    with stack.admin() as c:
+        [user] = [u for u in c.get("/users", params={"limit": 500}).json()["items"] if u["id"] == uid]
+    return list(user["projects"])

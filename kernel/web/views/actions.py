@@ -252,6 +252,25 @@ async def password() -> Any:
     return await _flash(await api("PUT", f"/users/{user_id}/password", json=body), "Password saved.")
 
 
+@bp.post("/users/<int:user_id>/projects")
+@login_required
+async def add_user_project(user_id: int) -> Any:
+    project_id = _int_or_none((await _form()).get("project_id"))
+    return await _flash(await api("POST", f"/users/{user_id}/projects", json={"project_id": project_id}), "Project added.")
+
+
+@bp.post("/users/<int:user_id>/projects/<int:project_id>/remove")
+@login_required
+async def remove_user_project(user_id: int, project_id: int) -> Any:
+    return await _flash(await api("DELETE", f"/users/{user_id}/projects/{project_id}"), "Project removed.")
+
+
+@bp.post("/users/<int:user_id>/remove")
+@login_required
+async def remove_user(user_id: int) -> Any:
+    return await _flash(await api("DELETE", f"/users/{user_id}"), "User removed.")
+
+
 @bp.post("/prefs")
 @login_required
 async def prefs() -> Any:

@@ -191,8 +191,9 @@ async def tools(_: dict[str, str]) -> dict[str, Any]:
 async def users(_: dict[str, str]) -> dict[str, Any]:
     if not me().is_admin:
         return {"users": [], "users_forbidden": True}
-    reply = await api("GET", "/users", params={"limit": 500})
-    return {"users": reply.items(), "users_forbidden": reply.status == 403}
+    r = await gather(users=deferred("GET", "/users", limit=500), projects=deferred("GET", "/projects", limit=500))
+    return {"users": r["users"].items(), "users_forbidden": r["users"].status == 403,
+            "all_projects": {p["id"]: p["name"] for p in r["projects"].items()}, "me_id": me().user.get("id")}
 
 
 PANELS: dict[str, Panel] = {
