@@ -512,3 +512,28 @@ def _projects_of(stack: Stack, uid: int) -> list[int]:
     with stack.admin() as c:
         [user] = [u for u in c.get("/users", params={"limit": 500}).json()["items"] if u["id"] == uid]
     return list(user["projects"])
+
+
+def test_the_dashboard_pauses_and_resumes_a_mission(stack: Stack) -> None:
+    project = stack.project()
+    with stack.admin() as c:
+        c.post("/plugins/overseer/enable").raise_for_status()
+        try:
+            mission = c.post("/missions", json={"name": "Resumable", "level": "L1", "project_id": project, "engage": True}).json()
+            mid = mission["id"]
+            with httpx.Client(base_url=stack.web_url, timeout=10) as web:
+                assert web.post("/login", data={"token": stack.admin_token}).status_code == 302
+                panel = web.get("/partials/missions").text
+                assert f'id="mission-pause-{mid}"' in panel and f'id="mission-resume-{mid}"' not in panel
+                page = web.get("/").text
+                csrf = {"X-CSRF-Token": re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1), "HX-Request": "true"}
+                r = web.post(f"/actions/missions/{mid}/pause", headers=csrf)
+                assert r.headers.get("X-Elowen-Ok") == "1" and f"Mission #{mid} paused." in r.text, r.text
+                assert c.get(f"/missions/{mid}").json()["state"] == "paused"
+                assert f'id="mission-resume-{mid}"' in web.get("/partials/missions").text
+                r = web.post(f"/actions/missions/{mid}/resume", headers=csrf)
+                assert r.headers.get("X-Elowen-Ok") == "1", r.text
+                assert c.get(f"/missions/{mid}").json()["state"] == "active"
+                assert web.post(f"/actions/missions/{mid}/explode", headers=csrf).status_code == 404
+        finally:
+            c.post("/plugins/overseer/disable")

@@ -109,6 +109,14 @@ async def mission_level(mission_id: int) -> Any:
     return await _flash(reply, f"Mission #{mission_id} is now at {level}.")
 
 
+@bp.post("/missions/<int:mission_id>/<any(resume, engage, pause):verb>")
+@login_required
+async def mission_state(mission_id: int, verb: str) -> Any:
+    """Resume, engage or pause a mission (the overseer's ``POST /missions/{id}/{verb}``)."""
+    done = {"resume": "resumed", "engage": "engaged", "pause": "paused"}[verb]
+    return await _flash(await api("POST", f"/missions/{mission_id}/{verb}"), f"Mission #{mission_id} {done}.")
+
+
 @bp.post("/plugins/<name>/<verb>")
 @login_required
 async def plugin_toggle(name: str, verb: str) -> str:
