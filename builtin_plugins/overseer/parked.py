@@ -45,7 +45,7 @@ async def _last_words(tmux: Any, target: str) -> str:
     lines: list[str] = []
     for _ in range(10):  # tmux may notice the exit before it has drawn the last output: a moment
         try:
-            screen = await tmux.capture(target)
+            screen = await tmux.capture(target, history=200)  # a dead pane's screen is scrolled into history
         except Exception:  # the pane went away meanwhile: the status alone says enough
             return ""
         lines = [ln.strip() for ln in screen.splitlines() if ln.strip() and not ln.strip().startswith("Pane is dead")]
@@ -233,6 +233,11 @@ class ParkedOverseers:
         try:
             info = await tmux.pane_info(row["pane_id"] or name)
             if info.dead:
+                for _ in range(5):  # tmux may mark the pane dead a moment before it has the status
+                    if info.dead_status is not None:
+                        break
+                    await trio.sleep(0.1)
+                    info = await tmux.pane_info(row["pane_id"] or name)
                 status = "" if info.dead_status is None else f" (status {info.dead_status})"
                 return f"the overseer CLI exited{status}" + await _last_words(tmux, row["pane_id"] or name)
             if info.current_command in SHELLS:

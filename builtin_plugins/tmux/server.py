@@ -406,14 +406,18 @@ class TmuxService:
         except SessionNotFoundError:
             return False
 
-    async def capture(self, target: str, *, escapes: bool = False) -> str:
+    async def capture(self, target: str, *, escapes: bool = False, history: int = 0) -> str:
         """The rendered visible screen of ``target``, exactly as ``tmux capture-pane -p``
-        prints it (one ``\\n`` after every line); ``escapes=True`` adds ``-e`` (SGR colours).
+        prints it (one ``\\n`` after every line); ``escapes=True`` adds ``-e`` (SGR colours);
+        ``history`` > 0 starts that many lines up in the scrollback (``-S -N``). A dead pane's
+        last screen is in the scrollback: tmux 3.3a scrolls it away before it writes "Pane is
+        dead".
 
         Raises:
             SessionNotFoundError: no such session or pane.
         """
-        argv = ["capture-pane", "-p", *(["-e"] if escapes else []), "-t", pane_target(target)]
+        argv = ["capture-pane", "-p", *(["-e"] if escapes else []), *(["-S", f"-{int(history)}"] if history > 0 else []),
+                "-t", pane_target(target)]
         client = await self._client()
         try:
             lines = await client.command(*argv)

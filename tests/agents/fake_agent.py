@@ -7,7 +7,8 @@ approve, ``3``/Escape reject), then the idle screen. It appends one JSON line pe
 
 Environment: ``FAKE_PROMPTS`` (default 1), ``FAKE_LOG``, ``FAKE_AFTER`` (``idle``: stay at the
 idle screen, default; ``exit``: exit 0), ``FAKE_WORK`` (seconds on the working screen, 0.3),
-``FAKE_TRUST`` (set: first the folder-trust dialog, waiting for one key).
+``FAKE_TRUST`` (set: first the folder-trust dialog, waiting for one key), ``FAKE_REFUSE``
+(set: print it on stderr and exit with status 1 at once, like a CLI refusing to start).
 Arguments are ignored (it is started like the real CLI).
 """
 
@@ -53,6 +54,12 @@ def _read_key(fd: int) -> str:
 
 
 def main() -> int:
+    refuse = os.environ.get("FAKE_REFUSE")
+    if refuse:
+        sys.stderr.write(refuse + "\n")
+        sys.stderr.flush()
+        time.sleep(0.3)  # let the terminal draw it (a real CLI's exit races tmux's last read)
+        return 1
     prompts = int(os.environ.get("FAKE_PROMPTS", "1"))
     work = float(os.environ.get("FAKE_WORK", "0.3"))
     fd = sys.stdin.fileno()

@@ -140,4 +140,9 @@ def test_an_overseer_cli_that_exits_at_once_says_why(daemon: Callable[..., Daemo
     d = daemon(overseer_cli="claude", sandbox=False, overseer_exec="claude:fake-model", max_overseer_restarts=0)
     d.mission(1)
     dead = wait(lambda: [a for a in d.get("/overseer/agents")["items"] if a["state"] == "dead"], "the overseer agent's death", on_fail=d.screen)[0]
-    assert dead["end_reason"].startswith("the overseer CLI exited") and "root/sudo privileges" in dead["end_reason"], dead
+    reason = dead["end_reason"]
+    assert reason.startswith("the overseer CLI exited"), dead
+    # its last words, when tmux read them before the exit (a CLI that prints and exits in the
+    # same instant can lose its output in the pty; tests/overseer/test_parked.py checks the
+    # last words with a CLI that lingers a moment)
+    assert ": " not in reason or "root/sudo privileges" in reason, dead

@@ -84,3 +84,12 @@ async def test_pausing_the_mission_stops_its_overseer(tmp_path: Path, socket_nam
         assert w.store.query_one("SELECT state, end_reason FROM overseer_agents WHERE id = ?", (agent["id"],)) == {"state": "stopped", "end_reason": "mission paused"}
         assert w.tmux("has-session", "-t", f"={agent['session']}").returncode != 0
         assert w.store.query_one("SELECT COUNT(*) AS n FROM tokens WHERE user_id = ?", (agent["user_id"],))["n"] == 0
+
+
+async def test_an_overseer_cli_that_refuses_to_start_is_reported_with_its_last_words(tmp_path: Path, socket_name: str) -> None:
+    refusal = "--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons"
+    async with world(tmp_path, socket_name, overseer={**PARKED, "max_overseer_restarts": 0}, env={"FAKE_REFUSE": refusal}) as w:
+        mission = w.mission(1)
+        dead = await until(lambda: w.store.query_one("SELECT * FROM overseer_agents WHERE mission_id = ? AND state = 'dead'", (mission["id"],)),
+                           what="the overseer agent's death")
+        assert dead["end_reason"] == f"the overseer CLI exited (status 1): {refusal}", dead["end_reason"]

@@ -264,3 +264,15 @@ async def test_a_program_that_exits_at_once_always_leaves_its_dead_pane(tmux_ser
             while not (info := await tmux_service.pane_info(name)).dead:
                 await trio.sleep(0.02)
         assert info.dead_status == 127, name
+
+
+async def test_a_dead_panes_last_screen_is_in_its_history(tmux_service: TmuxService) -> None:
+    # tmux 3.3a scrolls a dying pane's screen into the history before "Pane is dead"
+    await tmux_service.spawn("elowen-lastwords", ["sh", "-c", "echo refused-to-start >&2; sleep 0.2; exit 1"])
+    with trio.fail_after(5):
+        while not (await tmux_service.pane_info("elowen-lastwords")).dead:
+            await trio.sleep(0.02)
+    with trio.fail_after(5):
+        while "refused-to-start" not in await tmux_service.capture("elowen-lastwords", history=100):
+            await trio.sleep(0.05)
+    assert (await tmux_service.capture("elowen-lastwords", history=100)).count("refused-to-start") == 1
