@@ -17,7 +17,7 @@
   // sent: the input and Send are disabled until a refresh shows the brain back.
   function setBrainOff(off) {
     input.disabled = off;
-    send.disabled = off;
+    send.disabled = off || streaming;  // a reload during a turn must not re-enable Send
     dock.dataset.brain = off ? "off" : "on";
   }
   // When the conversation view reloads (after a turn, brain.done), it holds the finished turn:
