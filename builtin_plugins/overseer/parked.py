@@ -233,7 +233,7 @@ class ParkedOverseers:
         try:
             info = await tmux.pane_info(row["pane_id"] or name)
             if info.dead:
-                for _ in range(5):  # tmux may mark the pane dead a moment before it has the status
+                for _ in range(20):  # tmux may mark the pane dead a moment before it has the status
                     if info.dead_status is not None:
                         break
                     await trio.sleep(0.1)

@@ -92,4 +92,6 @@ async def test_an_overseer_cli_that_refuses_to_start_is_reported_with_its_last_w
         mission = w.mission(1)
         dead = await until(lambda: w.store.query_one("SELECT * FROM overseer_agents WHERE mission_id = ? AND state = 'dead'", (mission["id"],)),
                            what="the overseer agent's death")
-        assert dead["end_reason"] == f"the overseer CLI exited (status 1): {refusal}", dead["end_reason"]
+        # tmux reports the exit status a moment after the death, and under load sometimes not
+        # within the wait: the status is best effort, the last words are what this test is for
+        assert dead["end_reason"] in (f"the overseer CLI exited (status 1): {refusal}", f"the overseer CLI exited: {refusal}"), dead["end_reason"]

@@ -5,6 +5,7 @@ Playwright (never ``playwright install``: the browser comes from apt, see
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,18 @@ def shots(tmp_path: Path) -> Path:
     d = tmp_path / "screenshots"
     d.mkdir()
     return d
+
+
+def wait_js(page: Any, expression: str, *, arg: Any = None, timeout: float = 10000) -> Any:
+    """Poll ``page.evaluate(expression[, arg])`` until it is truthy (returned), at most
+    ``timeout`` ms. Used instead of ``page.wait_for_function``, whose polling evaluates the
+    predicate with ``eval`` inside the page, which the web front end's CSP (``script-src
+    'self'``, no ``unsafe-eval``) forbids whenever the condition is not true at once."""
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        value = page.evaluate(expression, arg) if arg is not None else page.evaluate(expression)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} ms waiting for: {expression}")
+        page.wait_for_timeout(50)

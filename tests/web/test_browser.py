@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import login
+from .conftest import login, wait_js
 from .stack import Stack
 
 pytestmark = pytest.mark.slow
@@ -129,11 +129,11 @@ def test_escalation_approved_in_the_inbox_lets_the_agent_continue(browser: Any, 
     _until(lambda: any(e["event"] == "idle" for e in stack.fake_events()), what="the agent to continue")
     assert [e["key"] for e in stack.fake_events() if e["event"] == "key"] == ["1"]
     page.wait_for_selector(f"#escalations [data-decision]:has(a[href='/tasks/{task['id']}'])", state="detached", timeout=5000)
-    page.wait_for_function("document.getElementById('badge').textContent.trim() === '0'")
+    wait_js(page, "document.getElementById('badge').textContent.trim() === '0'")
     # the task page shows the decision as approved and the agent's terminal, live
     page.goto(f"{stack.web_url}/tasks/{task['id']}")
     page.wait_for_selector("#task .status-approved")
-    page.wait_for_function("(document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes('FAKE-DONE')", timeout=10000)
+    wait_js(page, "(document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes('FAKE-DONE')", timeout=10000)
     assert page.inner_text("#term-mode") == "You may type into this agent."
     assert not page.errors
     page.context.close()
@@ -157,7 +157,7 @@ def test_mission_level_changes_at_once_and_shows_everywhere(browser: Any, stack:
             page.select_option(f"{row} select", "L3")
             page.wait_for_selector("#flash-missions .flash.ok")
             assert c.get(f"/missions/{mission['id']}").json()["level"] == 3  # applied at once
-            other.wait_for_function(f"document.querySelector(\"{row} select\").value === 'L3'", timeout=5000)
+            wait_js(other, f"document.querySelector(\"{row} select\").value === 'L3'", timeout=5000)
             assert not page.errors and not other.errors
             other.context.close()
         finally:
@@ -251,7 +251,7 @@ def test_event_during_a_slow_panel_refresh_is_not_lost(browser: Any, stack: Stac
     title = f"Mid-refresh {time.time_ns()}"
     with stack.admin() as c:
         c.post("/tasks", json={"title": title, "project_id": project}).raise_for_status()
-    page.wait_for_function("window.__created === true", timeout=10000)
+    wait_js(page, "window.__created === true", timeout=10000)
     route, response = held[0]
     route.fulfill(response=response)
     page.wait_for_selector(f"#kanban .task-card:has-text('{title}')", timeout=10000)
@@ -279,7 +279,7 @@ def test_daemon_restart_shows_reconnecting_then_resyncs_without_losing_events(br
     for p in (board, timeline):
         p.wait_for_selector("#conn[data-state=live]", timeout=15000)
     board.wait_for_selector(f"#kanban .task-card:has-text('{title}')", timeout=10000)
-    board.wait_for_function("document.getElementById('kanban').dataset.marker === undefined")  # re-fetched: resync
+    wait_js(board, "document.getElementById('kanban').dataset.marker === undefined")  # re-fetched: resync
     timeline.wait_for_selector(f"#timeline li[data-type='task.created']:has-text('{title}')", timeout=10000)
     assert timeline.locator(f"#timeline li:has-text('{title}')").count() == 1  # once: no loss, no duplicate
     assert not board.errors and not timeline.errors

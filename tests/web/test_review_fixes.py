@@ -20,7 +20,7 @@ import trio
 
 from elowen.web.views.actions import coerce_config
 
-from .conftest import login
+from .conftest import login, wait_js
 from .stack import Stack
 
 DAEMON_DOWN = "Not available: the Elowen daemon is not answering."
@@ -247,12 +247,12 @@ def test_timeline_filter_hides_rows_and_the_count_agrees(browser: Any, stack: St
     shown = "Array.from(document.querySelectorAll('#timeline li')).filter(li => li.offsetParent !== null).length"
     page.select_option("#tl-type", "plugin.")
     page.fill("#tl-text", "no-such-text-anywhere")
-    page.wait_for_function(f"{shown} === 0")
+    wait_js(page, f"{shown} === 0")
     assert page.inner_text("#tl-count") == "0"
     assert page.is_visible("#tl-empty") and page.inner_text("#tl-empty") == "No event matches the filter."
     page.fill("#tl-text", "")
     page.select_option("#tl-type", "task.")
-    page.wait_for_function(f"{shown} > 0")
+    wait_js(page, f"{shown} > 0")
     n = page.evaluate(shown)
     assert page.inner_text("#tl-count") == str(n) and page.is_hidden("#tl-empty")
     assert page.evaluate("Array.from(document.querySelectorAll('#timeline li')).filter(li => li.offsetParent !== null)"
@@ -323,7 +323,7 @@ def test_chat_input_is_disabled_while_the_brain_is_off(browser: Any, stack: Stac
             assert page.is_disabled("#chat-input") and page.is_disabled("#chat-send")
             c.post("/plugins/brain/enable").raise_for_status()
             page.wait_for_selector("#chat-view [data-brain-off]", state="detached", timeout=5000)
-            page.wait_for_function("!document.getElementById('chat-input').disabled")
+            wait_js(page, "!document.getElementById('chat-input').disabled")
         finally:
             c.post("/plugins/brain/enable")
     assert not page.errors
@@ -340,7 +340,7 @@ def test_terminal_stays_inside_its_card(browser: Any, stack: Stack, width: int) 
     page.goto(f"{stack.web_url}/tasks/{task['id']}")
     _until(lambda: (page.reload() or page.query_selector("#terminal")) and page.query_selector("#terminal .xterm-screen"),
            timeout=20, what="the task's terminal")
-    page.wait_for_function("document.getElementById('terminal').dataset.fontSize !== undefined")
+    wait_js(page, "document.getElementById('terminal').dataset.fontSize !== undefined")
     box = page.evaluate("""() => { const t = document.getElementById('terminal'), card = t.closest('.card');
         const s = t.querySelector('.xterm-screen').getBoundingClientRect();
         return {card: card.getBoundingClientRect().right, box: t.getBoundingClientRect().right,
@@ -446,7 +446,7 @@ def test_timeline_rows_show_when_the_event_happened(browser: Any, stack: Stack) 
     title = f"Stamped {uuid.uuid4().hex[:6]}"
     with stack.admin() as c:
         created = c.post("/tasks", json={"title": title, "project_id": project}).json()["created_at"]
-    time.sleep(2.0)
+    time.sleep(1.0)  # short: the replay window is the newest 200 events of a shared daemon
     page = login(browser, stack)
     page.goto(stack.web_url + "/timeline")
     row = page.locator(f"#timeline li[data-type='task.created']:has-text('{title}') time")

@@ -38,6 +38,8 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_
 from tests.daemon.helpers import make_user
 from tests.support.waiting import wait
 
+
+from .conftest import wait_js
 from .stack import ROOT, Stack
 
 TICKET_TTL = 1.0
@@ -306,7 +308,7 @@ def _page(browser: Any, stack: RecorderStack, token: str) -> Any:
 
 
 def _xterm_has(page: Any, text: str, timeout: float = 10000) -> None:
-    page.wait_for_function("t => (document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes(t)", arg=text,
+    wait_js(page, "t => (document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes(t)", arg=text,
                            timeout=timeout)
 
 
@@ -334,7 +336,7 @@ def test_admin_types_into_the_agent_from_the_browser(browser: Any, rstack: Recor
     assert page.inner_text("#term-mode") == "You may type into this agent."
     height = subprocess.run(["tmux", "-L", rstack.socket_name, "display-message", "-p", "-t", f"={agent.session}:", "#{pane_height}"],
                             capture_output=True, text=True, check=True).stdout.strip()
-    page.wait_for_function(f"document.querySelectorAll('#terminal .xterm-rows > div').length === {int(height)}")  # drawn at the pane's size
+    wait_js(page, f"document.querySelectorAll('#terminal .xterm-rows > div').length === {int(height)}")  # drawn at the pane's size
     toggle = page.get_by_role("button", name="Allow typing")
     assert toggle.get_attribute("aria-pressed") == "true"
 
