@@ -20,6 +20,8 @@ import trio
 
 from elowen.web.views.actions import coerce_config
 
+from tests.support.waiting import wait
+
 from .conftest import login, wait_js
 from .stack import Stack
 
@@ -77,13 +79,7 @@ async def _until_async(predicate: Any, timeout: float = 10.0) -> None:
 
 
 def _until(predicate: Any, timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait(predicate, what, timeout)
 
 
 # ---------------------------------------------------------------------- 2. user events (daemon)

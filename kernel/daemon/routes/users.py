@@ -234,14 +234,7 @@ async def set_password(me: Principal, user_id: int, body: PasswordSet) -> Any:
         if refused is not None:
             return refused
     stored = await trio.to_thread.run_sync(hash_password, body.password, limiter=state.users.hash_limiter)
-    try:
-        revoked = state.users.store_password_hash(user_id, stored, keep_token_id=me.token_id if own else None)
-    except UserNotFound as exc:
-        raise NotFound(str(exc)) from None
-    state.kernel.store.audit(me.actor, "user.password.set", f"user:{user_id}", "ok",
-                             {"own": own, "login_tokens_revoked": revoked})
-    state.users.announce(state.kernel.events, "user.updated", user_id)
-    return {"id": user_id, "has_password": True, "login_tokens_revoked": revoked}
+    return _store_password(state, me, user_id, stored, own=own, action="user.password.set")
 
 
 @api.route("DELETE", "/users/<id:user_id>/password",
@@ -254,14 +247,19 @@ async def remove_password(me: Principal, user_id: int, body: PasswordRemove) -> 
         refused = await _check_own_password(state, me, user_id, body.current, "user.password.remove")
         if refused is not None:
             return refused
+    return _store_password(state, me, user_id, None, own=own, action="user.password.remove")
+
+
+def _store_password(state: Any, me: Principal, user_id: int, stored: str | None, *, own: bool, action: str) -> dict[str, Any]:
+    """Store ``stored`` (``None``: no password), end the user's other password logins (this
+    request's token stays when it is their own), audit it and announce ``user.updated``."""
     try:
-        revoked = state.users.store_password_hash(user_id, None, keep_token_id=me.token_id if own else None)
+        revoked = state.users.store_password_hash(user_id, stored, keep_token_id=me.token_id if own else None)
     except UserNotFound as exc:
         raise NotFound(str(exc)) from None
-    state.kernel.store.audit(me.actor, "user.password.remove", f"user:{user_id}", "ok",
-                             {"own": own, "login_tokens_revoked": revoked})
+    state.kernel.store.audit(me.actor, action, f"user:{user_id}", "ok", {"own": own, "login_tokens_revoked": revoked})
     state.users.announce(state.kernel.events, "user.updated", user_id)
-    return {"id": user_id, "has_password": False, "login_tokens_revoked": revoked}
+    return {"id": user_id, "has_password": stored is not None, "login_tokens_revoked": revoked}
 
 
 @api.route("POST", "/users/<id:user_id>/password/check",
