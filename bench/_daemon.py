@@ -34,8 +34,7 @@ def running_daemon() -> Iterator[Daemon]:
         (Path(tmp) / "proj").mkdir()
         env = {**os.environ, "ELOWEN_LOG_LEVEL": "WARNING"}
         env.pop("ELOWEN_DB", None)
-        proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", "0", "--no-plugins"],
-                                env=env, stdout=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", "0", "--no-plugins"], env=env, stdout=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 15
             while True:
@@ -48,8 +47,7 @@ def running_daemon() -> Iterator[Daemon]:
                     raise RuntimeError("the daemon did not start")
                 time.sleep(0.05)
             token = (home / "admin.token").read_text().strip()
-            r = httpx.post(f"{url}/projects", json={"name": "bench", "path": str(Path(tmp) / "proj")},
-                           headers={"Authorization": f"Bearer {token}"})
+            r = httpx.post(f"{url}/projects", json={"name": "bench", "path": str(Path(tmp) / "proj")}, headers={"Authorization": f"Bearer {token}"})
             r.raise_for_status()
             yield Daemon(url, token, home, r.json()["id"])
         finally:

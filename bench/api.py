@@ -1,20 +1,21 @@
 """REST benchmark: ``POST /tasks`` throughput and latency against a real daemon subprocess.
 
 Prints requests/s and latency (median, p99, ms) for 1 and 16 concurrent keep-alive clients
-(httpx on trio, in this process; the daemon runs in its own process).
+(httpx on trio, in this process; the daemon runs in its own process), once with SQLite's
+``synchronous=NORMAL`` (the default) and once with ``FULL``.
 
 Run: ``.venv/bin/python bench/api.py [seconds-per-case]``
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
 
 import httpx
 import trio
-
 from _daemon import Daemon, running_daemon
 
 
@@ -49,14 +50,19 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def main(seconds: float) -> None:
-    with running_daemon() as d:
-        print(f"POST /tasks against {d.url} ({seconds:.0f} s per case)")
-        for concurrency in (1, 16):
-            rate, lat, errors = await run_case(d, concurrency, seconds)
-            print(
-                f"  {concurrency:>2} clients: {rate:7.0f} requests/s   median {statistics.median(lat) * 1000:6.2f} ms"
-                f"   p99 {pct(lat, 0.99) * 1000:6.2f} ms   errors {errors}"
-            )
+    # both SQLite synchronous settings in one run (the daemon's default is NORMAL; see
+    # docs/operations.md, "On a power loss")
+    for mode in ("NORMAL", "FULL"):
+        os.environ["ELOWEN_SQLITE_SYNCHRONOUS"] = mode
+        with running_daemon() as d:
+            print(f"POST /tasks against {d.url}, synchronous={mode} ({seconds:.0f} s per case)")
+            for concurrency in (1, 16):
+                rate, lat, errors = await run_case(d, concurrency, seconds)
+                print(
+                    f"  {concurrency:>2} clients: {rate:7.0f} requests/s   median {statistics.median(lat) * 1000:6.2f} ms"
+                    f"   p99 {pct(lat, 0.99) * 1000:6.2f} ms   errors {errors}"
+                )
+    os.environ.pop("ELOWEN_SQLITE_SYNCHRONOUS", None)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pluggy
 import trio
+
 from elowen.core.kernel import Kernel
 from elowen.core.registry import PluginSource
 from elowen_sdk import Patch, TurnContext, hookimpl, hookspecs, parse_manifest
@@ -31,16 +32,22 @@ ROUNDS = 5
 def make_plugin(name: str, kind: str) -> PluginSource:
     mod = types.ModuleType(f"bench_{name}")
     if kind == "sync":
+
         def on_event(event):
             return None
+
         mod.on_event = hookimpl(on_event)
     elif kind == "async":
+
         async def on_event(event):
             return None
+
         mod.on_event = hookimpl(on_event)
     elif kind == "mutate":
+
         def turn_context(turn):
             return Patch("turn_context", "x")
+
         mod.turn_context = hookimpl(turn_context)
     caps = ["hook.mutate:turn_context"] if kind == "mutate" else []
     manifest = parse_manifest({"name": name, "version": "1.0.0", "api": "1", "entry": mod.__name__, "capabilities": {"required": caps}})
@@ -97,7 +104,7 @@ async def main() -> dict[str, float]:
             for _ in range(n // batch):
                 for _ in range(batch):
                     emit("on_event", event=ev)
-                while any(l.in_flight for l in k.bus._lanes.values()):
+                while any(lane.in_flight for lane in k.bus._lanes.values()):
                     await trio.sleep(0)
 
         return await abest(loop, 10_000)

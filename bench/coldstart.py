@@ -28,8 +28,9 @@ def one(home: Path, *args: str) -> tuple[float, float]:
     env = {**os.environ, "ELOWEN_LOG_LEVEL": "WARNING"}
     env.pop("ELOWEN_DB", None)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", "0", *args],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", "0", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     first = ready = None
     try:
         while ready is None:
@@ -55,8 +56,10 @@ def main(runs: int) -> None:
             times = [one(Path(tmp) / f"{label.replace(' ', '-')}-{i}", *args) for i in range(runs)]
             health = sorted(t[0] * 1000 for t in times)
             ready = sorted(t[1] * 1000 for t in times)
-            print(f"{label:>11}: /health 200 best {health[0]:.0f} ms, median {statistics.median(health):.0f} ms, worst {health[-1]:.0f} ms; "
-                  f"plugins ready median {statistics.median(ready):.0f} ms")
+            print(
+                f"{label:>11}: /health 200 best {health[0]:.0f} ms, median {statistics.median(health):.0f} ms, worst {health[-1]:.0f} ms; "
+                f"plugins ready median {statistics.median(ready):.0f} ms"
+            )
 
 
 if __name__ == "__main__":

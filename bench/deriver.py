@@ -1,6 +1,6 @@
 """Benchmark: how fast the deriver turns a permission prompt into a decision, with 50 agents.
 
-Runs a real kernel (tmux, claude-code, agents plugins) on a private tmux socket. 50 tasks each
+Runs a real kernel (tmux, claude-code, agents, deriver plugins) on a private tmux socket. 50 tasks each
 get a small agent program that prints working lines and, at random moments, draws a real
 Claude Code 2.1.197 permission prompt (``tests/fixtures/screens/claude/06_permission_prompt.txt``),
 logging the wall time it finished drawing it; it waits for a key, then goes on. The benchmark
@@ -17,8 +17,8 @@ a heavy load: ~25 prompts/s and ~450 lines/s over 50 panes).
 
 from __future__ import annotations
 
-import contextlib
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 PROMPT = ROOT / "tests" / "fixtures" / "screens" / "claude" / "06_permission_prompt.txt"
 
-AGENT = r'''
+AGENT = r"""
 import json, os, random, sys, termios, time, tty
 lines = open(os.environ["BENCH_PROMPT"], encoding="utf-8").read().split("\n")
 while lines and not lines[-1].strip():
@@ -65,7 +65,7 @@ while True:
     with open(log, "a") as fh:
         fh.write(json.dumps({"task": task, "n": n, "wall": time.time()}) + "\n")
     os.read(fd, 16)
-'''
+"""
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -77,11 +77,10 @@ def percentile(values: list[float], p: float) -> float:
 async def run(
     panes: int, seconds: float, prompt_every: tuple[float, float] = (0.5, 3.0), print_every: tuple[float, float] = (0.02, 0.2), profile: str | None = None
 ) -> dict[str, Any]:
+    from elowen.daemon.services.tasks import TaskService
     from elowen_sdk import Service
     from elowen_sdk.testing import plugin_kernel
-
-    from elowen.daemon.execspec import resolve
-    from elowen.daemon.services.tasks import TaskService
+    from tests.support.executors import kernel_resolver
 
     tmp = Path(tempfile.mkdtemp(prefix="elowen-bench-"))
     socket = f"elowen-bench-{uuid.uuid4().hex[:8]}"
@@ -95,15 +94,22 @@ async def run(
     repo.mkdir()
     config = {
         "tmux": {"socket": socket, "width": 200, "height": 50, "pause_after": 0},
-        "claude-code": {"binary": str(wrapper), "env": {
-            "BENCH_LOG": str(log), "BENCH_PROMPT": str(PROMPT),
-            "BENCH_PROMPT_EVERY": json.dumps(list(prompt_every)), "BENCH_PRINT_EVERY": json.dumps(list(print_every)),
-        }},
+        # sandbox off: the agents log to this process's temporary folder, which a sandbox hides
+        "claude-code": {
+            "binary": str(wrapper),
+            "sandbox": "none",
+            "env": {
+                "BENCH_LOG": str(log),
+                "BENCH_PROMPT": str(PROMPT),
+                "BENCH_PROMPT_EVERY": json.dumps(list(prompt_every)),
+                "BENCH_PRINT_EVERY": json.dumps(list(print_every)),
+            },
+        },
         "agents": {"max_agents": panes, "scheduler_interval": 1.0, "preseed_trust": False},
     }
     try:
-        async with plugin_kernel(tmp, enable=["agents", "tmux", "claude-code"], config=config) as kernel:
-            tasks = TaskService(kernel.store, kernel.events, resolve)
+        async with plugin_kernel(tmp, enable=["agents", "deriver", "tmux", "claude-code"], config=config) as kernel:
+            tasks = TaskService(kernel.store, kernel.events, kernel_resolver(kernel))
             kernel.contributions.add("kernel", "service", Service("tasks", tasks), [])
             svc = kernel.contributions.get("service", "agents").obj.obj
             while not svc.ready.is_set():
@@ -112,7 +118,7 @@ async def run(
             for i in range(panes):
                 tasks.create(title=f"bench {i}", project_id=project, exec="claude:bench")
             svc.wake()
-            while svc.sessions.count_running() < panes:
+            while svc.session_store.count_running() < panes:
                 await trio.sleep(0.1)
             await trio.sleep(2.0)  # let every agent start
 
@@ -122,7 +128,7 @@ async def run(
 
             async def approver() -> None:
                 async with kernel.events.subscribe(types=["decision.created"]) as events, trio.open_nursery() as inner:
-                    for d in svc.decisions.list(status="pending", limit=500):
+                    for d in svc.decisions.list_decisions(status="pending", limit=500):
                         inner.start_soon(approve, d["id"])
                     async for event in events:
                         inner.start_soon(approve, event.data["decision"]["id"])
@@ -133,9 +139,23 @@ async def run(
                 spy = None
                 if profile:  # sample this process over the measurement window only
                     spy = subprocess.Popen(
-                        [str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(os.getpid()), "--gil", "--rate", "250",
-                         "--duration", str(max(1, int(seconds))), "--format", "raw", "--output", profile],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        [
+                            str(Path(sys.executable).with_name("py-spy")),
+                            "record",
+                            "--pid",
+                            str(os.getpid()),
+                            "--gil",
+                            "--rate",
+                            "250",
+                            "--duration",
+                            str(max(1, int(seconds))),
+                            "--format",
+                            "raw",
+                            "--output",
+                            profile,
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
                     )
                 cpu0 = resource.getrusage(resource.RUSAGE_SELF)
                 t0 = time.monotonic()
@@ -153,7 +173,7 @@ async def run(
             latencies: list[float] = []
             missed = 0
             for task_key, walls in prompts.items():
-                decisions = [d for d in svc.decisions.list(task_id=int(task_key), limit=10_000) if d["kind"] == "prompt"]
+                decisions = [d for d in svc.decisions.list_decisions(task_id=int(task_key), limit=10_000) if d["kind"] == "prompt"]
                 for i, wall in enumerate(walls):
                     if wall < start_wall:
                         continue
@@ -161,9 +181,11 @@ async def run(
                         latencies.append((decisions[i]["payload"]["detected_at"] - wall) * 1000)
                     elif wall < start_wall + seconds - 1:
                         missed += 1
-            derived = sum(p.derived for p in svc.supervisor.panes.values())
-            for s in svc.sessions.running():
-                await svc.tmux().kill(s["session"])
+            deriver = kernel.contributions.get("service", "deriver").obj.obj
+            derived = sum(p.derived for p in deriver.supervisor.panes.values())
+            for s in svc.session_store.running():
+                with contextlib.suppress(Exception):  # the server exits with its last session
+                    await svc.tmux().kill(s["session"])
     finally:
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, check=False)
     return {

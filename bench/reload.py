@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 
 import trio
+
 from elowen.core.kernel import Kernel
 from elowen.core.registry import PluginSource
 from elowen_sdk import Loop, Tool, hookimpl, parse_manifest
@@ -30,7 +31,7 @@ def toggled_plugin() -> PluginSource:
 
     def register_tools(register):
         for i in range(10):
-            register(Tool(name=f"toggled.tool{i}", description="t", handler=lambda: i))
+            register(Tool(name=f"toggled.tool{i}", description="t", handler=lambda i=i: i))
 
     def register_loops(register):
         register(Loop(name="toggled.loop", interval=0.05, fn=lambda: None))
@@ -41,8 +42,15 @@ def toggled_plugin() -> PluginSource:
     mod.register_tools = hookimpl(register_tools)
     mod.register_loops = hookimpl(register_loops)
     mod.on_event = hookimpl(on_event)
-    manifest = parse_manifest({"name": "toggled", "version": "1.0.0", "api": "1", "entry": mod.__name__,
-                               "contributes": {"tools": ["toggled.*"], "loops": ["toggled.loop"], "hooks": ["on_event"]}})
+    manifest = parse_manifest(
+        {
+            "name": "toggled",
+            "version": "1.0.0",
+            "api": "1",
+            "entry": mod.__name__,
+            "contributes": {"tools": ["toggled.*"], "loops": ["toggled.loop"], "hooks": ["on_event"]},
+        }
+    )
     return PluginSource(name="toggled", entry=mod.__name__, loader=lambda: mod, distribution="bench", manifest=manifest)
 
 

@@ -27,7 +27,6 @@ from urllib.parse import urlsplit
 
 import httpx
 import trio
-
 from _daemon import Daemon, running_daemon
 
 _EVENT = re.compile(rb'"text":"(\d+) ([0-9.]+)"')
@@ -40,8 +39,7 @@ def _reader(url: str, token: str, n: int, conn: Connection) -> None:
     ``"stop"`` sends back ``(latencies, seen-per-subscriber)`` and exits."""
     parts = urlsplit(url)
     request = (
-        "GET /events?types=task.progress HTTP/1.1\r\n"
-        f"Host: {parts.netloc}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+        f"GET /events?types=task.progress HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
     ).encode()
     sel = selectors.DefaultSelector()
     bufs: list[bytes] = [b""] * n
@@ -120,8 +118,7 @@ async def run_case(d: Daemon, subscribers: int, rate: float, seconds: float, tas
 
 async def main(seconds: float, rate: float, counts: tuple[int, ...] = (1, 100, 1_000)) -> None:
     with running_daemon() as d:
-        r = httpx.post(f"{d.url}/tasks", json={"title": "bench", "project_id": d.project_id},
-                       headers={"Authorization": f"Bearer {d.token}"})
+        r = httpx.post(f"{d.url}/tasks", json={"title": "bench", "project_id": d.project_id}, headers={"Authorization": f"Bearer {d.token}"})
         task_id = r.json()["id"]
         print(f"SSE publish→receive, {rate:.0f} events/s for {seconds:.0f} s per case")
         for n in counts:
@@ -133,5 +130,9 @@ async def main(seconds: float, rate: float, counts: tuple[int, ...] = (1, 100, 1
 
 
 if __name__ == "__main__":
-    trio.run(main, float(sys.argv[1]) if len(sys.argv) > 1 else 5.0, float(sys.argv[2]) if len(sys.argv) > 2 else 100.0,
-             tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (1, 100, 1_000))
+    trio.run(
+        main,
+        float(sys.argv[1]) if len(sys.argv) > 1 else 5.0,
+        float(sys.argv[2]) if len(sys.argv) > 2 else 100.0,
+        tuple(int(n) for n in sys.argv[3].split(",")) if len(sys.argv) > 3 else (1, 100, 1_000),
+    )

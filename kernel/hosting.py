@@ -15,10 +15,24 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["BindError", "bind", "is_loopback", "read_pid_file", "remove_pid_file", "setup_logging", "write_pid_file"]
+from elowen_sdk import ElowenError
+
+__all__ = [
+    "RESERVE_BYTES",
+    "BindError",
+    "bind",
+    "is_loopback",
+    "make_reserve",
+    "raise_file_limit",
+    "release_reserve",
+    "read_pid_file",
+    "remove_pid_file",
+    "setup_logging",
+    "write_pid_file",
+]
 
 
-class BindError(OSError):
+class BindError(ElowenError, OSError):
     """The listening socket cannot be had (host unknown, port taken); the message says what to do."""
 
 
@@ -39,6 +53,59 @@ def setup_logging(home: Path, name: str, level: str = "INFO", *, quiet: Iterable
     for logger in quiet:
         logging.getLogger(logger).setLevel(logging.WARNING)
     return path
+
+
+#: Bytes kept in ``$ELOWEN_HOME/disk-reserve.bin``, released when the disk fills up so the log,
+#: SQLite's rollback and ``/health`` keep working; made again at the next start.
+RESERVE_BYTES = 4 * 2**20
+RESERVE_NAME = "disk-reserve.bin"
+
+
+def make_reserve(home: Path, size: int = RESERVE_BYTES) -> bool:
+    """Create the disk reserve of ``home`` if it is missing and there is room for it twice
+    over; returns whether it exists now. Never raises."""
+    import shutil
+
+    path = home / RESERVE_NAME
+    try:
+        if path.exists():
+            return True
+        if shutil.disk_usage(home).free < 2 * size:
+            return False
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+        finally:
+            os.close(fd)
+        return True
+    except OSError:
+        path.unlink(missing_ok=True)
+        return False
+
+
+def release_reserve(home: Path) -> bool:
+    """Delete the disk reserve of ``home``; returns whether there was one."""
+    try:
+        (home / RESERVE_NAME).unlink()
+    except OSError:
+        return False
+    return True
+
+
+def raise_file_limit() -> tuple[int, int]:
+    """Raise the soft ``RLIMIT_NOFILE`` (open files, sockets included) to the hard limit.
+    Returns ``(soft, hard)`` after the change (unchanged where the platform refuses)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1_048_576)
+    if soft == resource.RLIM_INFINITY or soft >= target:
+        return soft, hard
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ValueError, OSError):
+        return soft, hard
+    return target, hard
 
 
 def is_loopback(host: str) -> bool:

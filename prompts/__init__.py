@@ -6,13 +6,13 @@ an installed Elowen finds them the same way as a checkout.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 __all__ = ["load"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(name: str) -> str:
     """The text of the prompt template ``<name>.md``.
 

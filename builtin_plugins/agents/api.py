@@ -1,7 +1,11 @@
 """HTTP and WebSocket routes of the agents plugin (mounted at these paths by the daemon).
 
 =====================================  ===========================================================
-``GET /sessions``                       agent sessions the caller may see (``?task=&state=``)
+``GET /sessions``                       agent sessions the caller may see (``?task=&state=``);
+                                        ``supervised`` false (and ``signal``
+                                        ``unsupervised``) while no deriver watches it;
+                                        ``decision_id``: the oldest open decision of a
+                                        running session (``None`` if none)
 ``GET /sessions/{name}``                one session, with ``capture`` (the rendered screen) and
                                         ``classification``
 ``POST /sessions/{name}/keys``          ``{"keys": [key names]}`` or ``{"text": str, "submit": bool}``
@@ -10,11 +14,22 @@
 ``WS /sessions/{name}/terminal``        ``?ticket=…``: the initial capture, then live output;
                                         input frames are typed only with an input ticket
                                         (raw key bytes, see :func:`type_bytes`); on a
-                                        read-only ticket they are read and dropped
+                                        read-only ticket they are read and dropped; the
+                                        viewer's access is re-checked every 0.4 s (revoked
+                                        token, deleted user, lost project or right to
+                                        type: the socket is closed, code 1008)
 ``GET /decisions``                      ``?status=&task=&kind=&limit=&cursor=``
 ``GET /decisions/{id}``                 one decision
 ``POST /decisions/{id}``                ``{"action": approve|reject|choice|answer|escalate,
                                         "choice"?, "text"?, "rationale"?}``
+``POST /agent/permission``              agent tokens only: a permission request of the
+                                        token's running agent, as its CLI's channel posts
+                                        it (Claude Code: the ``PermissionRequest`` hook
+                                        input); it becomes a ``prompt`` decision and the
+                                        reply — streamed once the verdict is given — is
+                                        what the CLI expects (``?format=verdict``:
+                                        ``{"verdict": allow|deny|none, "message",
+                                        "decision_id"}``, for the MCP permission tool)
 =====================================  ===========================================================
 
 Visibility: admins see everything; members see what belongs to projects they may see; agent
@@ -24,19 +39,24 @@ tokens see nothing here. Acting (keys, decisions, input tickets): admins and the
 from __future__ import annotations
 
 import contextlib
-import base64
+import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
-from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocketRoute
 
-from .service import AgentsService, DecideError
+from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocketRoute
+from elowen_sdk.pagination import decode_cursor, encode_cursor
+from elowen_sdk.services.agents import DecideError
+from elowen_sdk.services.tasks import TasksService
+from elowen_sdk.services.users import UsersService
+
+from .service import AgentsService
 
 __all__ = ["INPUT_CHUNK", "MAX_INPUT_FRAME", "routes", "type_bytes"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.agents")
 
 MAX_TEXT = 16_384
 
@@ -64,20 +84,6 @@ async def type_bytes(tmux: Any, target: str, data: bytes) -> None:
         await tmux.command("send-keys", "-t", target, "-H", *(f"{b:02x}" for b in chunk))
 
 
-def _encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"d{last_id}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not raw.startswith("d"):
-            raise ValueError
-        return int(raw[1:])
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPError(400, "bad_cursor", "the cursor is not valid") from None
-
-
 def _int(query: Mapping[str, str], key: str, default: int | None = None, *, lo: int = 0, hi: int = 10**18) -> int | None:
     value = query.get(key)
     if value is None or value == "":
@@ -87,9 +93,17 @@ def _int(query: Mapping[str, str], key: str, default: int | None = None, *, lo: 
     return int(value)
 
 
+RECHECK = 0.4
+"""Seconds between re-checks of an open terminal's access (a revoked token, a deleted user,
+a lost project or a lost right to type ends it within this)."""
+
+_MAX_PENDING_TICKETS = 1_024
+
+
 class _Api:
     def __init__(self, service: Callable[[], AgentsService]) -> None:
         self._service = service
+        self._ticket_tokens: dict[str, int | None] = {}  # ticket → token it was issued to
 
     @property
     def svc(self) -> AgentsService:
@@ -100,7 +114,10 @@ class _Api:
     def _task(self, task_id: int | None) -> dict[str, Any] | None:
         if task_id is None:
             return None
-        return self.svc.ctx.store.query_one("SELECT id, project_id, owner_id FROM tasks WHERE id = ?", (task_id,))
+        try:  # {"id", "project_id", "state", "owner_id"}: one cheap query per listed row
+            return self.svc.ctx.service(TasksService).exists(int(task_id))
+        except LookupError:  # no tasks service
+            return None
 
     def _can_see(self, me: Principal, task_id: int | None) -> bool:
         if me.is_admin:
@@ -109,13 +126,14 @@ class _Api:
         return task is not None and me.can_see_project(task["project_id"])
 
     def _can_act(self, me: Principal, task_id: int | None) -> bool:
+        """The one acting rule (:meth:`elowen_sdk.Principal.may_act`) on the task's owner."""
         if me.is_admin:
             return True
         task = self._task(task_id)
-        return me.scope == "full" and task is not None and task["owner_id"] == me.user_id and me.can_see_project(task["project_id"])
+        return task is not None and me.may_act(task["owner_id"], task["project_id"])
 
     def _session(self, me: Principal, name: str) -> dict[str, Any]:
-        row = self.svc.sessions.by_name(name)
+        row = self.svc.session(name)
         if row is None or not self._can_see(me, row["task_id"]):
             raise HTTPError(404, "not_found", f"no agent session {name!r}")
         return row
@@ -136,8 +154,11 @@ class _Api:
         state = req.query.get("state") or None
         if state is not None and state not in ("running", "exited", "ended"):
             raise HTTPError(422, "validation_error", "state must be running, exited or ended")
-        rows = self.svc.sessions.list(task_id=task_id, state=state, limit=500)
+        rows = self.svc.sessions(task_id=task_id, state=state, limit=500)
         items = [self._public(r) for r in rows if self._can_see(me, r["task_id"])]
+        for item in items:  # the decision a waiting agent needs (`elowen decide ID`)
+            waiting = self.svc.decisions.open_for_session(item["session"]) if item.get("state") == "running" else []
+            item["decision_id"] = waiting[0]["id"] if waiting else None
         return {"items": items, "next_cursor": None}
 
     async def get_session(self, req: Request) -> Any:
@@ -153,9 +174,7 @@ class _Api:
             else:
                 out["capture"] = screen
                 with contextlib.suppress(LookupError):  # its provider plugin is disabled
-                    from .config import executor_provider
-
-                    out["classification"] = executor_provider(self.svc.ctx, row["provider"]).classify(screen).to_dict()
+                    out["classification"] = self.svc.executors.provider(row["provider"]).classify(screen).to_dict()
         return out
 
     async def send_keys(self, req: Request) -> Any:
@@ -197,19 +216,23 @@ class _Api:
         if want_input and not self._can_act(me, row["task_id"]):
             raise HTTPError(403, "forbidden", "only an admin or the task's owner may get an input ticket")
         ticket = self.svc.issue_ticket(row["session"], input=want_input, user_id=me.user_id)
+        while len(self._ticket_tokens) >= _MAX_PENDING_TICKETS:  # unredeemed ones expire anyway
+            self._ticket_tokens.pop(next(iter(self._ticket_tokens)))
+        self._ticket_tokens[ticket] = me.token_id
         out: dict[str, Any] = {"ticket": ticket, "expires_in": self.svc.config.ticket_ttl, "input": want_input}
         try:  # the pane's size, so a viewer draws the screen at the agent's own size
             info = await self.svc.tmux().pane_info(row["pane_id"] or row["session"])
             out.update(cols=info.width, rows=info.height)
         except Exception as exc:  # an ended pane still gets its ticket (the stream says it ended)
-            log.debug("agents: no pane size for %s: %s", row["session"], exc)
+            log.debug("no pane size for %s: %s", row["session"], exc)
         return Response(out, status=201)
 
     async def terminal(self, ws: Any) -> None:
         name = ws.params.get("name", "")
+        token_id = self._ticket_tokens.pop(ws.query.get("ticket", ""), None)
         grant = self.svc.redeem_ticket(ws.query.get("ticket", ""), name)
-        row = self.svc.sessions.by_name(name) if grant is not None else None
-        if grant is None or row is None:
+        row = self.svc.session_store.by_name(name) if grant is not None else None
+        if grant is None or row is None or not self._still_allowed(token_id, row["task_id"], grant.input):
             await ws.close(1008)
             return
         await ws.accept()
@@ -223,6 +246,7 @@ class _Api:
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._inbound, ws, tmux, target if grant.input else None, name, nursery.cancel_scope)
+                    nursery.start_soon(self._watch, token_id, row["task_id"], grant.input, name, nursery.cancel_scope)
                     async for event in stream:
                         if event.lost:
                             await ws.send(await tmux.capture(target, escapes=True))
@@ -234,8 +258,30 @@ class _Api:
         except Exception as exc:  # the client went away, or the session ended
             log.debug("terminal of %s closed: %s", name, exc)
         finally:
+            code = 1000 if self._still_allowed(token_id, row["task_id"], grant.input) else 1008  # 1008: policy (revoked)
             with contextlib.suppress(Exception):
-                await ws.close(1000)
+                await ws.close(code)
+
+    def _still_allowed(self, token_id: int | None, task_id: int | None, typing: bool) -> bool:
+        """Whether the ticket's token still holds, its user still sees the task and (for an
+        input ticket) may still act on it. Asked at redemption and every :data:`RECHECK` s."""
+        try:
+            users = self.svc.ctx.service(UsersService)
+        except LookupError:
+            return False  # nobody can say who the viewer is now: refuse
+        me = users.principal(token_id) if token_id is not None else None
+        if me is None or me.scope != "full":
+            return False
+        return self._can_act(me, task_id) if typing else self._can_see(me, task_id)
+
+    async def _watch(self, token_id: int | None, task_id: int | None, typing: bool, name: str, scope: trio.CancelScope) -> None:
+        """End the relay when :meth:`_still_allowed` turns false."""
+        while True:
+            await trio.sleep(RECHECK)
+            if not self._still_allowed(token_id, task_id, typing):
+                log.info("terminal of %s closed: the viewer's token or access was revoked", name)
+                scope.cancel()
+                return
 
     @staticmethod
     async def _inbound(ws: Any, tmux: Any, target: str | None, name: str, scope: trio.CancelScope) -> None:
@@ -263,12 +309,11 @@ class _Api:
         kind = req.query.get("kind") or None
         task_id = _int(req.query, "task")
         limit = _int(req.query, "limit", 50, lo=1, hi=500)
-        cursor = req.query.get("cursor")
-        after = _decode_cursor(cursor) if cursor else None
+        after = decode_cursor(req.query.get("cursor"))  # BadCursor: 400 bad_cursor
         items: list[dict[str, Any]] = []
         scan, more = after, False
         while not more:
-            batch = self.svc.decisions.list(status=status, task_id=task_id, kind=kind, after=scan, limit=200)
+            batch = self.svc.decisions.list_decisions(status=status, task_id=task_id, kind=kind, after=scan, limit=200)
             if not batch:
                 break
             for d in batch:
@@ -279,7 +324,7 @@ class _Api:
                     more = True
                     break
                 items.append(d)
-        return {"items": items, "next_cursor": _encode_cursor(items[-1]["id"]) if more else None}
+        return {"items": items, "next_cursor": encode_cursor(items[-1]["id"]) if more else None}
 
     def get_decision(self, req: Request) -> Any:
         did = _int(req.params, "id")
@@ -309,6 +354,52 @@ class _Api:
         except DecideError as exc:
             raise HTTPError(exc.status, exc.code, exc.message) from None
 
+    # ---------------------------------------------------------------- permission channel
+
+    async def permission(self, req: Request) -> Any:
+        me = req.principal
+        if me.scope != "agent" or me.task_id is None:
+            raise HTTPError(403, "agent_only", "only an agent token sends its CLI's permission requests")
+        body = req.json if isinstance(req.json, dict) else None
+        if body is None:
+            raise HTTPError(422, "validation_error", "send the permission request as a JSON object")
+        fmt = req.query.get("format") or "cli"
+        if fmt not in ("cli", "verdict"):
+            raise HTTPError(422, "validation_error", "format must be cli or verdict")
+        svc = self.svc
+        row = svc.session_store.latest_for_task(int(me.task_id))
+        if row is None or row["state"] != "running":
+            raise HTTPError(409, "not_running", f"task {me.task_id} has no running agent")
+        try:
+            provider = svc.executors.provider(str(row["provider"]))
+        except LookupError:
+            raise HTTPError(409, "executor_unavailable", f"executor {row['provider']!r} is not enabled") from None
+        raw = provider.permission_request(body)
+        if raw is None:
+            raise HTTPError(422, "not_a_permission_request", f"{row['provider']} did not recognise this permission request")
+        extra = {k: body[k] for k in ("tool_use_id",) if isinstance(body.get(k), str)}
+        decisions = svc.decisions
+        decision = decisions.open_permission(
+            task_id=int(me.task_id), session=row, raw=raw, channel="mcp" if fmt == "verdict" else "hook", cli=str(provider.cli), extra=extra
+        )
+
+        def reply(verdict: str, message: str | None, did: int | None) -> Any:
+            if fmt == "verdict":
+                return {"verdict": verdict, "message": message, "decision_id": did}
+            return provider.permission_reply(verdict, message, body)
+
+        if decision is None:
+            return reply("none", None, None)
+        did = int(decision["id"])
+        wait = float(svc.config.channel_wait)
+
+        async def stream() -> Any:
+            verdict, message, _ = await decisions.channel.wait(did, wait)
+            yield json.dumps(reply(verdict, message, did))
+
+        # streamed: the verdict may take longer than the daemon's response timeout
+        return Response(stream=stream(), content_type="application/json")
+
 
 def routes(service: Callable[[], AgentsService]) -> list[Route | WebSocketRoute]:
     """The plugin's routes; ``service()`` returns the current :class:`AgentsService`."""
@@ -322,4 +413,7 @@ def routes(service: Callable[[], AgentsService]) -> list[Route | WebSocketRoute]
         Route("GET", "/decisions", api.list_decisions, summary="List decisions"),
         Route("GET", "/decisions/{id}", api.get_decision, summary="One decision"),
         Route("POST", "/decisions/{id}", api.decide, summary="Answer a decision"),
+        Route(
+            "POST", "/agent/permission", api.permission, summary="A permission request of the caller's agent CLI (structured channel); waits for the verdict"
+        ),
     ]

@@ -1,5 +1,5 @@
-"""The agents plugin's settings (``[plugins.agents.config]``; schema in ``elowen-plugin.toml``)
-and the few kernel facilities the SDK does not expose yet."""
+"""The agents plugin's settings (``[plugins.agents.config]``; schema in ``elowen-plugin.toml``).
+The ``[execs]`` settings are read by :mod:`.executors` (their one reader)."""
 
 from __future__ import annotations
 
@@ -8,52 +8,49 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["AgentsConfig", "daemon_url", "exec_settings", "executor_provider"]
+__all__ = ["AgentsConfig", "daemon_url"]
 
 
 @dataclass(frozen=True, slots=True)
 class AgentsConfig:
-    """Intervals are seconds (monotonic clock).
+    """Intervals are seconds (monotonic clock). The screen settings (sweeps, debounce,
+    auto-trust) belong to the ``deriver`` plugin; the keys of the same names still accepted
+    here are ignored (so older config files load).
 
     Attributes:
         scheduler_interval: scheduler tick (also runs at once on ``task.created``).
-        sweep_interval: full deriver sweep, the safety net of the event-driven path.
         liveness_interval: liveness sweep (pane death, idle/stalled).
         stuck_interval: stuck detector.
         janitor_interval: janitor.
-        debounce_quiet / debounce_max: classify this long after the last output, but at most
-            ``debounce_max`` after the first unclassified output. Defaults 0.1 / 0.3 s: with 50
-            busy agents this keeps the deriver under 15 % of a core with prompt → decision at
-            ~110 ms; 0.04 / 0.15 s answers in ~50 ms for ~17 % (bench/deriver.py).
         idle_after / stall_after: no screen change for this long → idle / stalled (one
             ``check`` decision per stall episode).
         max_agents: agents running at once.
         max_relaunches: times a task whose agent died is reopened before it is blocked.
         preseed_trust: mark the project folder trusted in the CLI's config before spawning.
-        auto_trust: accept a folder-trust dialog that still appears (after checking the "yes"
-            option is selected).
-        gate_timeout: seconds the decision gate may take.
         ticket_ttl: seconds a terminal ticket stays valid.
+        after_reject: after a rejected prompt, ``"tell"`` the agent the reason (typed into its
+            composer) or ``"block"`` the task with it.
+        channel_wait: seconds a permission request arriving through a CLI's structured
+            channel (:meth:`elowen_sdk.providers.Provider.channel_args`) waits for its verdict
+            (an escalation waits for a human) before the CLI's own dialog — the screen path —
+            takes over.
         url: ``ELOWEN_URL`` given to agents (``""``: ``$ELOWEN_URL``, else
             ``http://$ELOWEN_HOST:$ELOWEN_PORT``, default ``http://127.0.0.1:4400``).
     """
 
     scheduler_interval: float = 30.0
-    sweep_interval: float = 5.0
     liveness_interval: float = 30.0
     stuck_interval: float = 60.0
     janitor_interval: float = 60.0
-    debounce_quiet: float = 0.1
-    debounce_max: float = 0.3
     idle_after: float = 60.0
     stall_after: float = 600.0
     max_agents: int = 4
     max_relaunches: int = 2
     preseed_trust: bool = True
-    auto_trust: bool = True
-    gate_timeout: float = 30.0
     ticket_ttl: float = 30.0
     url: str = ""
+    after_reject: str = "tell"
+    channel_wait: float = 3600.0
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> AgentsConfig:
@@ -76,21 +73,3 @@ def daemon_url(config: AgentsConfig, environ: Mapping[str, str] | None = None) -
     host = env.get("ELOWEN_HOST") or "127.0.0.1"
     port = env.get("ELOWEN_PORT") or "4400"
     return f"http://{host}:{port}"
-
-
-def executor_provider(ctx: Any, name: str) -> Any:
-    """The provider object of executor ``name`` (``claude``, ``codex``…).
-
-    Raises:
-        LookupError: no enabled plugin registered it.
-    """
-    owned = ctx.contributions("executor").get(name)
-    if owned is None:
-        raise LookupError(f"no executor {name!r} (is its provider plugin enabled?)")
-    return owned.obj.provider
-
-
-def exec_settings(ctx: Any) -> Mapping[str, Any]:
-    """The daemon's ``[execs]`` settings table (``fallback``, ``allowed``, ``plain``)."""
-    execs = ctx.settings.get("execs")
-    return execs if isinstance(execs, Mapping) else {}

@@ -1,68 +1,33 @@
-"""Decisions: the ``decisions`` table, its events, and the decision gate interface.
+"""The ``decisions`` table and its events.
 
 A decision is something that needs an answer: a CLI permission prompt (``prompt``), a CLI
 choice list (``question``), a liveness ``check``, or (other plugins) ``review`` / ``message``.
-It is created ``pending`` and published as ``decision.created``; answering it publishes
-``decision.decided``.
-
-**The gate.** When a ``prompt`` or ``question`` decision is created, the agents plugin asks the
-gate — a callable installed with :meth:`DecisionService.set_gate` (the overseer plugin does this
-through the ``decisions`` service) — for a :class:`Verdict`::
-
-    async def gate(decision: dict) -> Verdict | None: ...
-    ctx.service("decisions").set_gate(gate)
-
-``None`` (or no gate, the default and level L0) leaves the decision ``pending`` for a human
-(``POST /decisions/{id}``, ``elowen decide``). A verdict is applied exactly like a human answer
-(same-instance check before any key is sent); a verdict ``escalate`` marks it ``escalated``
-(still answerable by a human). A gate that raises or takes longer than ``gate_timeout``
-seconds is logged and the decision stays pending (fail closed).
+It is created ``pending`` and published as ``decision.created`` — that event is how a decision
+path (the overseer) learns of it; answering it (:mod:`.decide`) publishes ``decision.decided``.
+With no decision path enabled, a decision waits for a human (``POST /decisions/{id}``,
+``elowen decide``).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from elowen.core.store import utc_iso
+from elowen_sdk.services.agents import DECISION_ACTIONS, DECISION_KINDS, DECISION_STATUSES
+from elowen_sdk.store import utc_iso
 
-__all__ = ["ACTIONS", "KINDS", "STATUSES", "DecisionStore", "Gate", "Verdict"]
+__all__ = ["ACTIONS", "KINDS", "OPEN", "STATUSES", "DecisionStore"]
 
-log = logging.getLogger(__name__)
-
-KINDS = ("prompt", "question", "review", "message", "check")
-STATUSES = ("pending", "approved", "rejected", "escalated", "answered", "expired")
+KINDS = DECISION_KINDS
+STATUSES = DECISION_STATUSES
 """``expired``: the prompt left the screen before it was answered (answered in the terminal,
 or the agent moved on); it can no longer be applied."""
-ACTIONS = ("approve", "reject", "choice", "answer", "escalate")
+ACTIONS = DECISION_ACTIONS
+OPEN = ("pending", "escalated")
+"""Statuses that can still be answered."""
 
 _COLUMNS = "id, kind, task_id, session, payload, status, confidence, decided_by, rationale, answer, created_at, decided_at"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A gate's answer.
-
-    Attributes:
-        action: ``approve``, ``reject``, ``choice`` (with ``choice``, the option number shown
-            on screen), ``answer`` (with ``text``) or ``escalate``.
-        confidence: 0..1, recorded.
-        rationale: recorded and shown to humans.
-        decided_by: e.g. ``"overseer"``.
-    """
-
-    action: str
-    choice: int | None = None
-    text: str | None = None
-    confidence: float | None = None
-    rationale: str = ""
-    decided_by: str = "gate"
-
-
-Gate = Callable[[Mapping[str, Any]], Awaitable[Verdict | None]]
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:
@@ -87,20 +52,72 @@ class DecisionStore:
         """Insert a decision and publish ``decision.created`` (data: the decision)."""
         if kind not in KINDS:
             raise ValueError(f"unknown decision kind {kind!r}")
+        project = self._project_of(task_id)
         did = self.store.execute(
-            "INSERT INTO decisions (kind, task_id, session, payload, status, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (kind, task_id, session, json.dumps(dict(payload), ensure_ascii=False), status, utc_iso()),
+            "INSERT INTO decisions (kind, task_id, session, payload, status, created_at, project_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (kind, task_id, session, json.dumps(dict(payload), ensure_ascii=False), status, utc_iso(), project),
         )
         decision = self.get(did)
         assert decision is not None
-        self._publish("decision.created", {"decision": decision}, self._project_of(task_id))
+        self._publish("decision.created", {"decision": decision}, project)
         return decision
+
+    def record(
+        self,
+        kind: str,
+        *,
+        task_id: int | None,
+        session: str | None,
+        payload: Mapping[str, Any],
+        status: str,
+        decided_by: str,
+        answer: Mapping[str, Any],
+        rationale: str | None,
+    ) -> dict[str, Any]:
+        """Insert a decision that is already decided (it was never open) and publish
+        ``decision.created`` then ``decision.decided`` (data: the decision)."""
+        if kind not in KINDS or status not in STATUSES or status in OPEN:
+            raise ValueError(f"cannot record a {kind!r} decision as {status!r}")
+        now = utc_iso()
+        project = self._project_of(task_id)
+        did = self.store.execute(
+            "INSERT INTO decisions (kind, task_id, session, payload, status, decided_by, answer, rationale, created_at, decided_at, project_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                kind,
+                task_id,
+                session,
+                json.dumps(dict(payload), ensure_ascii=False),
+                status,
+                decided_by,
+                json.dumps(dict(answer), ensure_ascii=False),
+                rationale,
+                now,
+                now,
+                project,
+            ),
+        )
+        decision = self.get(did)
+        assert decision is not None
+        self._publish("decision.created", {"decision": decision}, project)
+        self._publish("decision.decided", {"decision": decision}, project)
+        return decision
+
+    def project_of_decision(self, decision_id: int, task_id: int | None) -> int | None:
+        """The project kept on the decision's row (its task's project when it was created, also
+        after the task is deleted), else the task's project now."""
+        row = self.store.query_one("SELECT project_id FROM decisions WHERE id = ?", (decision_id,))
+        if row is not None and row["project_id"] is not None:
+            return int(row["project_id"])
+        return self._project_of(task_id)
 
     def get(self, decision_id: int) -> dict[str, Any] | None:
         row = self.store.query_one(f"SELECT {_COLUMNS} FROM decisions WHERE id = ?", (decision_id,))
         return _row(row) if row else None
 
-    def list(self, *, status: str | None = None, task_id: int | None = None, kind: str | None = None, after: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def list_decisions(
+        self, *, status: str | None = None, task_id: int | None = None, kind: str | None = None, after: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
         """Decisions by ascending id."""
         where, params = ["1 = 1"], []
         for col, value in (("status", status), ("task_id", task_id), ("kind", kind)):
@@ -163,5 +180,5 @@ class DecisionStore:
             return None
         decision = self.get(decision_id)
         assert decision is not None
-        self._publish("decision.decided", {"decision": decision}, self._project_of(decision["task_id"]))
+        self._publish("decision.decided", {"decision": decision}, self.project_of_decision(decision_id, decision["task_id"]))
         return decision

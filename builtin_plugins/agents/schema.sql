@@ -1,5 +1,5 @@
 -- The agents plugin's tables (applied by the kernel store, versioned per plugin).
--- schema-version: 1
+-- schema-version: 2
 
 -- One row per agent launch: a coding-agent CLI running a task in a tmux session.
 -- state: running (spawned or re-adopted) | exited (the CLI ended or its pane died) |
@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS agent_sessions (
     started_at      TEXT    NOT NULL,
     ended_at        TEXT,
     exit_status     INTEGER,
-    end_reason      TEXT
+    end_reason      TEXT,
+    project_id      INTEGER                          -- the task's project at spawn (kept if the task is deleted)
 );
 CREATE INDEX IF NOT EXISTS agent_sessions_task ON agent_sessions (task_id, attempt);
 CREATE INDEX IF NOT EXISTS agent_sessions_state ON agent_sessions (state);
@@ -42,7 +43,16 @@ CREATE TABLE IF NOT EXISTS decisions (
     rationale    TEXT,
     answer       TEXT    CHECK (answer IS NULL OR json_valid(answer)),  -- {"action", "keys", "sent", ...}
     created_at   TEXT    NOT NULL,
-    decided_at   TEXT
+    decided_at   TEXT,
+    project_id   INTEGER                            -- the task's project when created (kept if the task is deleted)
 );
 CREATE INDEX IF NOT EXISTS decisions_status ON decisions (status, id);
 CREATE INDEX IF NOT EXISTS decisions_task ON decisions (task_id, id);
+
+-- upgrade to 2
+-- Sessions and decisions keep their task's project, so their events stay in that project
+-- after the task is deleted (events of no project reach admins only).
+ALTER TABLE agent_sessions ADD COLUMN project_id INTEGER;
+ALTER TABLE decisions ADD COLUMN project_id INTEGER;
+UPDATE agent_sessions SET project_id = (SELECT t.project_id FROM tasks t WHERE t.id = agent_sessions.task_id);
+UPDATE decisions SET project_id = (SELECT t.project_id FROM tasks t WHERE t.id = decisions.task_id);

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from elowen.core.store import utc_iso
+from elowen_sdk.store import utc_iso
 
 __all__ = ["SESSION_RE", "SessionStore", "session_name"]
 
@@ -18,8 +18,7 @@ SESSION_RE = re.compile(r"^elowen-t(\d+)-a(\d+)$")
 """Agent session names: ``elowen-t<task id>-a<attempt>``."""
 
 _COLUMNS = (
-    "id, task_id, attempt, provider, model, session, pane_id, pid, cli_session_id, workdir, state, "
-    "signal, env, started_at, ended_at, exit_status, end_reason"
+    "id, task_id, attempt, provider, model, session, pane_id, pid, cli_session_id, workdir, state, signal, env, started_at, ended_at, exit_status, end_reason"
 )
 
 
@@ -39,17 +38,20 @@ class SessionStore:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def insert(self, *, task_id: int, attempt: int, provider: str, model: str, workdir: str, cli_session_id: str | None) -> dict[str, Any]:
+    def insert(
+        self, *, task_id: int, attempt: int, provider: str, model: str, workdir: str, cli_session_id: str | None, project_id: int | None = None
+    ) -> dict[str, Any]:
         """Record a launch in state ``running`` (before tmux is asked: a crash in between is
-        then seen by the stuck detector). Returns the row.
+        then seen by the stuck detector). ``project_id`` (the task's project) is kept on the row
+        so the session's events stay in that project after the task is deleted. Returns the row.
 
         Raises:
             apsw.ConstraintError: a row for that session name exists.
         """
         self.store.execute(
-            "INSERT INTO agent_sessions (task_id, attempt, provider, model, session, workdir, cli_session_id, started_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (task_id, attempt, provider, model, session_name(task_id, attempt), workdir, cli_session_id, utc_iso()),
+            "INSERT INTO agent_sessions (task_id, attempt, provider, model, session, workdir, cli_session_id, started_at, project_id) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (task_id, attempt, provider, model, session_name(task_id, attempt), workdir, cli_session_id, utc_iso(), project_id),
         )
         return self.by_name(session_name(task_id, attempt))  # type: ignore[return-value]
 
@@ -70,8 +72,7 @@ class SessionStore:
         """Move a ``running`` session to ``exited`` or ``ended``; ``False`` if it was not running."""
         return bool(
             self.store.execute(
-                "UPDATE agent_sessions SET state = ?, ended_at = ?, end_reason = ?, exit_status = ? "
-                "WHERE session = ? AND state = 'running'",
+                "UPDATE agent_sessions SET state = ?, ended_at = ?, end_reason = ?, exit_status = ? WHERE session = ? AND state = 'running'",
                 (state, utc_iso(), reason, exit_status, name),
             )
         )
@@ -92,7 +93,12 @@ class SessionStore:
         row = self.store.query_one(f"SELECT {_COLUMNS} FROM agent_sessions WHERE task_id = ? ORDER BY attempt DESC LIMIT 1", (task_id,))
         return _row(row) if row else None
 
-    def list(self, *, task_id: int | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    def previous(self, task_id: int, attempt: int) -> dict[str, Any] | None:
+        """The latest session of ``task_id`` before ``attempt`` (for a resume), or ``None``."""
+        row = self.store.query_one(f"SELECT {_COLUMNS} FROM agent_sessions WHERE task_id = ? AND attempt < ? ORDER BY attempt DESC LIMIT 1", (task_id, attempt))
+        return _row(row) if row else None
+
+    def list_sessions(self, *, task_id: int | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """Sessions, newest first."""
         where, params = ["1 = 1"], []
         if task_id is not None:

@@ -13,6 +13,9 @@ a full-scope token (agent tokens get 403) and acts on the caller's own conversat
 ``GET  /brain/active``                      the active conversation's view; 404
                                             ``no_active_conversation`` when there is none
                                             (a ``POST /brain/turn`` creates one)
+``GET  /brain/model``                       the model the active (or a new) conversation uses:
+                                            ``{spec, kind, tools, ready, problem}``; ``ready``
+                                            false when no model can answer (``problem``: why)
 ``POST /brain/turn``                        pointer-based turn, streamed
 ``POST /brain/abort``                       abort the active conversation's turn
 ``GET  /brain/approvals``                   ``{"items": [pending approvals and questions]}``
@@ -40,14 +43,13 @@ answers 422 ``unknown_provider`` listing the configured ones, and nothing is cha
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
 from elowen_sdk import HTTPError, Request, Response, Route
+from elowen_sdk.pagination import decode_cursor, page
 
 from .service import BadModel, BrainService, Busy
 
@@ -90,18 +92,6 @@ def _opt(body: dict[str, Any], key: str, kind: type | tuple[type, ...], default:
     return value
 
 
-def _cursor(raw: str | None) -> int | None:
-    if not raw:
-        return None
-    try:
-        text = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode("ascii")
-        if not text.startswith("c:") or not _DIGITS.fullmatch(text[2:]) or int(text[2:]) > MAX_ID:
-            raise ValueError(text)
-        return int(text[2:])
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise HTTPError(400, "bad_cursor", "invalid cursor; use next_cursor from the previous page") from None
-
-
 def _limit(raw: str | None) -> int:
     if raw is None:
         return 50
@@ -125,11 +115,15 @@ def routes(service: BrainService) -> list[Route]:
     def list_conversations(request: Request) -> dict[str, Any]:
         me = _me(request)
         limit = _limit(request.query.get("limit"))
-        rows = service.list_conversations(me, after=_cursor(request.query.get("cursor")), limit=limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        nxt = base64.urlsafe_b64encode(f"c:{rows[-1]['id']}".encode()).decode().rstrip("=") if more and rows else None
-        return {"items": rows, "next_cursor": nxt}
+        rows = service.list_conversations(me, after=decode_cursor(request.query.get("cursor")), limit=limit + 1)
+        return page(rows, limit)
+
+    def list_goals(request: Request) -> dict[str, Any]:
+        me = _me(request)
+        state = request.query.get("state") or "paused"
+        if state not in ("draft", "active", "paused", "done", "cleared"):
+            raise HTTPError(422, "validation_error", "state: draft, active, paused, done or cleared")
+        return {"items": service.db.goals_of(me, state, limit=_limit(request.query.get("limit"))), "next_cursor": None}
 
     def create_conversation(request: Request) -> Response:
         me = _me(request)
@@ -137,9 +131,14 @@ def routes(service: BrainService) -> list[Route]:
         project_id = _opt(body, "project_id", int)
         if project_id is not None and not 1 <= project_id <= MAX_ID:
             raise HTTPError(422, "validation_error", f"project_id: a positive integer id (at most {MAX_ID})")
-        conv = _lookup(service.create_conversation, me, title=_opt(body, "title", str, "") or "",
-                       model=_opt(body, "model", str, "") or "", project_id=project_id,
-                       activate=bool(_opt(body, "activate", bool, False)))
+        conv = _lookup(
+            service.create_conversation,
+            me,
+            title=_opt(body, "title", str, "") or "",
+            model=_opt(body, "model", str, "") or "",
+            project_id=project_id,
+            activate=bool(_opt(body, "activate", bool, False)),
+        )
         return Response(conv, status=201)
 
     def get_conversation(request: Request) -> dict[str, Any]:
@@ -169,6 +168,11 @@ def routes(service: BrainService) -> list[Route]:
         if conv is None:
             raise HTTPError(404, "no_active_conversation", "no active conversation: send a turn (POST /brain/turn) or open one")
         return service.view(me, conv["id"])
+
+    def get_model(request: Request) -> dict[str, Any]:
+        me = _me(request)
+        conv = service.active(me, create=False) or {"model": ""}
+        return service.model_info(conv)
 
     async def _turn(request: Request, cid: int | None) -> Any:
         me = _me(request)
@@ -278,9 +282,11 @@ def routes(service: BrainService) -> list[Route]:
         Route("POST", "/brain/conversations/{id}/turn", turn_bound, "Run a turn in a conversation (streamed)"),
         Route("POST", "/brain/conversations/{id}/abort", abort_bound, "Abort a conversation's running turn"),
         Route("GET", "/brain/active", get_active, "The active conversation"),
+        Route("GET", "/brain/model", get_model, "The model your chat's next turn uses, and whether it can answer"),
         Route("POST", "/brain/turn", turn_pointer, "Run a turn in the active conversation (streamed)"),
         Route("POST", "/brain/abort", abort_pointer, "Abort the active conversation's turn"),
         Route("GET", "/brain/approvals", list_approvals, "Pending brain approvals and questions"),
+        Route("GET", "/brain/goals", list_goals, "Your goals in one state (default paused), newest first"),
         Route("POST", "/brain/approvals/{id}", decide, "Allow or reject a tool call, or answer a question"),
         Route("GET", "/brain/prefs", get_prefs, "Your brain preferences"),
         Route("PATCH", "/brain/prefs", patch_prefs, "Set your YOLO default"),

@@ -3,11 +3,13 @@
 Resolution of one call (the same for every surface):
 
 1. Destructive — judged from the structured action with the overseer's rules
-   (``elowen_builtins.overseer.destructive``: ``terminal.run`` → ``check_command``, a file
+   (``elowen_sdk.destructive``: ``terminal.run`` → ``check_command``, a file
    write/edit → ``check_file_write``) — always asks the user, YOLO or not. A brain worker has
    no user at hand: a destructive call is refused.
 2. A tool without ``needs_approval`` runs.
-3. YOLO on (the session's ``/yolo on|off`` override, else the user's persisted default) runs it.
+3. YOLO on (the session's ``/yolo on|off`` override, else the user's persisted default) runs it
+   — except ``terminal.run`` in a turn narrowed to some projects (``ToolEnv.scope``, a chat
+   platform's role scope): a shell command can reach past the narrowed path guard, so it asks.
 4. Otherwise the user is asked.
 
 A pending approval pauses the turn: it is stored in ``brain_pending``, published as a
@@ -24,9 +26,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
-from elowen_sdk import PathGuardError, Tool
 
-from elowen_builtins.overseer.destructive import check_command, check_file_write
+from elowen_sdk import PathGuardError, Tool
+from elowen_sdk.destructive import check_command, check_file_write
+from elowen_sdk.elowen_home import touches_elowen_home
 
 from .store import BrainStore
 from .tools.env import ToolEnv
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ApprovalBroker", "Policy", "assess"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 _WRITE_TOOLS = frozenset({"files.write", "files.edit"})
 
@@ -58,15 +61,19 @@ def _destructive(tool: str, args: Mapping[str, Any], env: ToolEnv) -> tuple[bool
         if env.guard is not None:
             with contextlib.suppress(PathGuardError):
                 cwd = str(env.guard.resolve(str(args.get("cwd") or ".")))
-        verdict = check_command(str(args.get("command", "")), cwd=cwd, checkout=checkout)
-        return verdict.destructive, list(verdict.reasons)
+        command = str(args.get("command", ""))
+        secret = touches_elowen_home(command)
+        verdict = check_command(command, cwd=cwd, checkout=checkout)
+        reasons = [secret] if secret else []
+        return verdict.destructive or bool(secret), reasons + list(verdict.reasons)
     if tool in _WRITE_TOOLS and env.guard is not None:
         try:
             path = str(env.guard.resolve(str(args.get("path", "")), write=True))
         except PathGuardError:
             return False, []  # the tool itself refuses it
+        secret = touches_elowen_home(path)
         verdict = check_file_write(path, checkout=checkout or path)
-        return verdict.destructive, list(verdict.reasons)
+        return verdict.destructive or bool(secret), ([secret] if secret else []) + list(verdict.reasons)
     return False, []
 
 
@@ -75,6 +82,8 @@ def assess(tool: Tool, args: Mapping[str, Any], env: ToolEnv, *, yolo: bool, wor
     destructive, reasons = _destructive(tool.name, args, env)
     if destructive:
         return Policy("refuse" if worker else "ask", True, tuple(reasons))
+    if tool.name == "terminal.run" and env.scope is not None and not worker:
+        return Policy("ask")  # a shell is not held to the narrowed path guard: YOLO does not apply
     if not tool.needs_approval or yolo or worker:
         return Policy("allow")
     return Policy("ask")
@@ -104,8 +113,9 @@ class ApprovalBroker:
     async def approve(self, env: ToolEnv, tool: str, args: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
         """Ask the user about a tool call and wait; returns the decided record (``state``
         ``allowed``, ``rejected`` or ``expired``). Cancelling the wait expires it."""
-        record = self.db.add_pending(cid=env.session.id, user_id=env.user_id, kind="approval", tool=tool, arguments=args,
-                                     destructive=policy.destructive, reasons=policy.reasons)
+        record = self.db.add_pending(
+            cid=env.session.id, user_id=env.user_id, kind="approval", tool=tool, arguments=args, destructive=policy.destructive, reasons=policy.reasons
+        )
         return await self._wait(env.session, record)
 
     async def ask(self, env: ToolEnv, question: str) -> dict[str, Any]:

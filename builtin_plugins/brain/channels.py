@@ -12,14 +12,22 @@ ends the platform too: its gateway closes until the plugin is enabled again. An 
 An adapter that cannot work as configured (a missing secret, say) may say so with two optional
 attributes, read whenever the status is asked for: ``configured`` (``bool``; ``False`` shows the
 platform with state ``not_configured``) and ``detail`` (``str | None``, the reason, shown as
-``detail`` in :meth:`PlatformHost.status`).
+``detail`` in :meth:`PlatformHost.status`). An adapter with a connection of its own may also
+have ``state`` (``str``: ``connected``, ``reconnecting``, ``error``, …), shown while it runs.
 
 The adapter speaks to the brain through one call::
 
-    replies: list[str] = await gateway.turn(platform_user, text)
+    replies: list[str] = await gateway.turn(platform_user, text, projects=None)
 
 ``platform_user`` is the platform's stable id of the sender (a chat or user id; 1–200
 characters), ``text`` the message (1–:data:`MAX_TEXT` characters). The replies are the texts to show the sender, in order.
+``projects`` is the sender's effective project scope on the platform (an iterable of project
+ids, e.g. from Discord roles): the turn the message starts sees only those of the linked
+account's projects — the project list in its prompt, the path guard of the file and terminal
+tools, ``tasks.create``, and the :class:`elowen_sdk.ToolCall` other plugins' tools get
+(``projects``); a sub-agent it delegates to keeps the same narrowing. ``None`` (the default):
+every project of the account, as on the web. The narrowing holds for that turn only (and its
+goal turns); the web's turns on the same conversation are not narrowed.
 
 * An **unlinked** sender gets one reply carrying a fresh **link code** (8 characters, shown as
   ``ABCD-EFGH``; valid :data:`CODE_TTL` seconds; single use; a new message replaces the old
@@ -59,12 +67,13 @@ import logging
 import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
-from elowen.core.store import Store, utc_iso
+
+from elowen_sdk import ElowenError, Store, utc_iso
 
 if TYPE_CHECKING:
     from .service import BrainService
@@ -81,7 +90,7 @@ __all__ = [
     "run_channel_turn",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 CODE_TTL = 600.0
 """Seconds a link code stays valid."""
@@ -94,7 +103,7 @@ message, not a document — a small local model's whole context is about 2,048 t
 _CHANNEL_COMMANDS = frozenset({"/allow", "/reject", "/answer", "/abort", "/unlink"})
 
 
-class ChannelClosed(RuntimeError):
+class ChannelClosed(ElowenError, RuntimeError):
     """The platform's adapter was stopped (its plugin or the brain was disabled)."""
 
 
@@ -120,22 +129,22 @@ class ChannelLinks:
 
     Args:
         store: the kernel store (tables of the brain's ``schema.sql``, version ≥ 2).
+        user_exists: whether an Elowen user id still exists (the users service).
         clock: wall-clock seconds since the epoch (code expiry).
     """
 
-    def __init__(self, store: Store, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: Store, *, user_exists: Callable[[int], bool], clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.user_exists = user_exists
         self.clock = clock
 
     def user_for(self, platform: str, platform_user: str) -> int | None:
         """The Elowen user id linked to the sender, or ``None``. A link to a deleted user is
         dropped (and ``None`` returned)."""
-        row = self.store.query_one(
-            "SELECT l.user_id, u.id AS present FROM brain_channel_links l LEFT JOIN users u ON u.id = l.user_id "
-            "WHERE l.platform = ? AND l.platform_user = ?", (platform, platform_user))
+        row = self.store.query_one("SELECT user_id FROM brain_channel_links WHERE platform = ? AND platform_user = ?", (platform, platform_user))
         if row is None:
             return None
-        if row["present"] is None:
+        if not self.user_exists(int(row["user_id"])):
             self.store.execute("DELETE FROM brain_channel_links WHERE platform = ? AND platform_user = ?", (platform, platform_user))
             return None
         return int(row["user_id"])
@@ -146,11 +155,11 @@ class ChannelLinks:
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         now = self.clock()
         with self.store.transaction():
-            self.store.execute("DELETE FROM brain_channel_codes WHERE expires_at <= ? OR (platform = ? AND platform_user = ?)",
-                               (now, platform, platform_user))
+            self.store.execute("DELETE FROM brain_channel_codes WHERE expires_at <= ? OR (platform = ? AND platform_user = ?)", (now, platform, platform_user))
             self.store.execute(
                 "INSERT INTO brain_channel_codes (code_hash, platform, platform_user, expires_at, created_at) VALUES (?, ?, ?, ?, ?)",
-                (_hash(code), platform, platform_user, now + CODE_TTL, utc_iso()))
+                (_hash(code), platform, platform_user, now + CODE_TTL, utc_iso()),
+            )
         return code
 
     def confirm(self, code: str, user_id: int) -> dict[str, Any]:
@@ -170,7 +179,8 @@ class ChannelLinks:
             if valid:
                 self.store.execute(
                     "INSERT OR REPLACE INTO brain_channel_links (platform, platform_user, user_id, created_at) VALUES (?, ?, ?, ?)",
-                    (row["platform"], row["platform_user"], user_id, utc_iso()))
+                    (row["platform"], row["platform_user"], user_id, utc_iso()),
+                )
         if not valid:
             raise LookupError("unknown or expired link code")
         return self.link(row["platform"], row["platform_user"])  # type: ignore[index,return-value]
@@ -178,19 +188,21 @@ class ChannelLinks:
     def link(self, platform: str, platform_user: str) -> dict[str, Any] | None:
         """One link record or ``None``."""
         return self.store.query_one(
-            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE platform = ? AND platform_user = ?",
-            (platform, platform_user))
+            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE platform = ? AND platform_user = ?", (platform, platform_user)
+        )
 
     def links(self, user_id: int) -> list[dict[str, Any]]:
         """A user's links ``{platform, platform_user, user_id, created_at}``, oldest first."""
         return self.store.query(
-            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE user_id = ? ORDER BY created_at, platform",
-            (user_id,))
+            "SELECT platform, platform_user, user_id, created_at FROM brain_channel_links WHERE user_id = ? ORDER BY created_at, platform", (user_id,)
+        )
 
     def unlink(self, user_id: int, platform: str, platform_user: str) -> bool:
         """Remove the user's link of that sender; ``False`` when there was none."""
-        return self.store.execute("DELETE FROM brain_channel_links WHERE user_id = ? AND platform = ? AND platform_user = ?",
-                                  (user_id, platform, platform_user)) > 0
+        return (
+            self.store.execute("DELETE FROM brain_channel_links WHERE user_id = ? AND platform = ? AND platform_user = ?", (user_id, platform, platform_user))
+            > 0
+        )
 
 
 # --------------------------------------------------------------------------- reply texts
@@ -199,9 +211,11 @@ class ChannelLinks:
 def link_prompt(code: str) -> str:
     """What an unlinked sender is told."""
     minutes = int(CODE_TTL // 60)
-    return (f"This chat is not linked to an Elowen user yet. Your link code is {_show(code)} "
-            f"(single use, valid {minutes} minutes). Signed in to Elowen, run `elowen chat --link {_show(code)}` "
-            f"(or POST /brain/channels/link with {{\"code\": \"{_show(code)}\"}}), then write here again.")
+    return (
+        f"This chat is not linked to an Elowen user yet. Your link code is {_show(code)} "
+        f"(single use, valid {minutes} minutes). Signed in to Elowen, run `elowen chat --link {_show(code)}` "
+        f'(or POST /brain/channels/link with {{"code": "{_show(code)}"}}), then write here again.'
+    )
 
 
 def approval_prompt(record: dict[str, Any]) -> str:
@@ -247,12 +261,15 @@ def _goal_news(data: dict[str, Any]) -> str | None:
     return None
 
 
-async def _collect(events: AsyncIterator[dict[str, Any]], *, skip_approval: int | None = None) -> list[str]:
-    """Reply texts from a session's events until ``brain.done`` or a new approval/question."""
+async def _collect(events: AsyncIterator[dict[str, Any]], *, skip_approval: int | None = None, on_delta: Callable[[str], None] | None = None) -> list[str]:
+    """Reply texts from a session's events until ``brain.done`` or a new approval/question;
+    ``on_delta(text)`` sees each streamed text delta as it arrives."""
     out: list[str] = []
     async for item in events:
         kind = item["type"]
-        if kind == "brain.message" and item.get("role") == "assistant" and item.get("content"):
+        if kind == "brain.delta" and on_delta is not None and item.get("text"):
+            on_delta(str(item["text"]))
+        elif kind == "brain.message" and item.get("role") == "assistant" and item.get("content"):
             out.append(str(item["content"]))
         elif kind == "brain.command" and item.get("text"):
             out.append(str(item["text"]))
@@ -275,6 +292,20 @@ async def _collect(events: AsyncIterator[dict[str, Any]], *, skip_approval: int 
 # --------------------------------------------------------------------------- turns
 
 
+def _scope(projects: Any) -> frozenset[int] | None:
+    """A channel turn's ``projects`` argument as a set of project ids (``None`` stays ``None``).
+
+    Raises:
+        ValueError: not ``None`` nor an iterable of ``int``.
+    """
+    if projects is None:
+        return None
+    ids = list(projects) if isinstance(projects, Iterable) and not isinstance(projects, (str, bytes)) else None
+    if ids is None or not all(isinstance(p, int) and not isinstance(p, bool) for p in ids):
+        raise ValueError("projects: an iterable of project ids (int) or None")
+    return frozenset(ids)
+
+
 def _check(platform_user: Any, text: Any) -> tuple[str, str]:
     if not isinstance(platform_user, str) or not platform_user.strip() or len(platform_user) > MAX_PLATFORM_USER:
         raise ValueError(f"platform_user: a non-empty string of at most {MAX_PLATFORM_USER} characters")
@@ -283,7 +314,7 @@ def _check(platform_user: Any, text: Any) -> tuple[str, str]:
     return platform_user.strip(), text.strip()
 
 
-async def _decide(service: BrainService, user_id: int, command: str, args: str) -> list[str]:
+async def _decide(service: BrainService, user_id: int, command: str, args: str, on_delta: Callable[[str], None] | None = None) -> list[str]:
     head, _, rest = args.strip().partition(" ")
     if not (head.isascii() and head.isdigit()) or (command == "/answer" and not rest.strip()):
         usage = "/answer N <your answer>" if command == "/answer" else f"{command} N"
@@ -298,12 +329,13 @@ async def _decide(service: BrainService, user_id: int, command: str, args: str) 
     receive = session.listen(driver=False)  # listen before deciding: nothing said next is missed
     try:
         try:
-            decided = service.decide(user_id, pid, allow=None if command == "/answer" else command == "/allow",
-                                     answer=rest.strip() if command == "/answer" else None)
+            decided = service.decide(
+                user_id, pid, allow=None if command == "/answer" else command == "/allow", answer=rest.strip() if command == "/answer" else None
+            )
         except (LookupError, ValueError) as exc:
             return [f"Not decided: {exc}."]
         ack = {"allowed": "Allowed", "rejected": "Rejected", "answered": "Answered"}.get(decided["state"], decided["state"])
-        return [f"{ack} #{pid}.", *await _collect(receive, skip_approval=pid)]
+        return [f"{ack} #{pid}.", *await _collect(receive, skip_approval=pid, on_delta=on_delta)]
     finally:
         session.unlisten(receive, driver=False)
 
@@ -315,16 +347,27 @@ def _busy_text(service: BrainService, user_id: int) -> str:
     return "Still waiting for you:\n" + "\n".join(approval_prompt(r) for r in waiting[:3])
 
 
-async def run_channel_turn(service: BrainService, platform: str, platform_user: str, text: str) -> list[str]:
-    """One message from a platform sender → the reply texts (see the module docstring).
+async def run_channel_turn(
+    service: BrainService,
+    platform: str,
+    platform_user: str,
+    text: str,
+    *,
+    on_delta: Callable[[str], None] | None = None,
+    projects: Iterable[int] | None = None,
+) -> list[str]:
+    """One message from a platform sender → the reply texts (see the module docstring);
+    ``on_delta(text)`` (sync, must not block) sees the assistant's text deltas as they stream;
+    ``projects`` (project ids; ``None``: no narrowing) narrows the turn it starts.
 
     Raises:
-        ValueError: a bad ``platform_user`` or ``text``.
+        ValueError: a bad ``platform_user``, ``text`` or ``projects``.
     """
     from .commands import CHANNEL_HELP
     from .service import Busy
 
     platform_user, text = _check(platform_user, text)
+    scope = _scope(projects)
     user_id = service.channels.user_for(platform, platform_user)
     if user_id is None:
         return [link_prompt(service.channels.issue_code(platform, platform_user))]
@@ -335,10 +378,10 @@ async def run_channel_turn(service: BrainService, platform: str, platform_user: 
             return ["Unlinked. Messages from this chat no longer reach your Elowen conversations."]
         if command == "/abort":
             return ["Aborted." if service.abort(user_id, None) else "Nothing is running."]
-        return await _decide(service, user_id, command, args)
-    events = service.stream(user_id, None, text, driver=False)
+        return await _decide(service, user_id, command, args, on_delta)
+    events = service.stream(user_id, None, text, driver=False, projects=scope)
     try:
-        replies = await _collect(events)
+        replies = await _collect(events, on_delta=on_delta)
         if command == "/help":
             replies.append(CHANNEL_HELP)
         return replies
@@ -365,15 +408,60 @@ class ChannelGateway:
     def close(self) -> None:
         self._closed = True
 
-    async def turn(self, platform_user: str, text: str) -> list[str]:
-        """Run one message of ``platform_user``; returns the reply texts.
+    def linked(self, platform_user: str) -> int | None:
+        """The Elowen user id the sender ``platform_user`` is linked to, or ``None`` (a
+        stranger: adapters that keep strangers silent ask this before :meth:`turn`)."""
+        return self._service.channels.user_for(self.platform, platform_user.strip())
+
+    def senders(self, user_id: int) -> list[str]:
+        """The senders (``platform_user`` ids) of this platform linked to Elowen user
+        ``user_id``, oldest link first: where a notification for that user goes."""
+        return [link["platform_user"] for link in self._service.channels.links(user_id) if link["platform"] == self.platform]
+
+    def check_model(self, spec: str) -> str:
+        """``spec`` stripped if a turn could be asked to use it (``"<provider>/<model>"`` of a
+        configured provider, as the web chat's model setting accepts; ``""``: the default).
+
+        Raises:
+            ValueError: a malformed spec or an unknown provider (the message says which).
+        """
+        return self._service.check_model(spec)
+
+    async def turn(
+        self,
+        platform_user: str,
+        text: str,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        projects: Iterable[int] | None = None,
+        model: str | None = None,
+    ) -> list[str]:
+        """Run one message of ``platform_user``; returns the reply texts. ``on_delta(text)``
+        (sync, must not block) sees the assistant's text deltas as they stream, for adapters
+        that show a reply while it is written.
+
+        ``projects``: the sender's effective project scope on this platform (project ids, e.g.
+        a ``frozenset[int]`` from a role map). The turn started by this message — its tools,
+        path guard, project list and sub-agents — sees only the linked account's projects that
+        are in it (an empty set: none). ``None`` (the default): every project of the account.
+
+        ``model``: a model spec chosen on the platform (a per-channel picker): the conversation
+        the message goes to (the linked account's active one) is set to it first, as the web
+        chat's model setting would (``""``: back to the default). ``None``: unchanged.
 
         Raises:
             ChannelClosed: the platform was stopped. ValueError: bad arguments.
         """
         if self._closed:
             raise ChannelClosed(f"platform {self.platform!r} is not running")
-        return await self._service.channel_turn(self.platform, platform_user, text)
+        if model is not None:
+            user_id = self.linked(platform_user)
+            conv = self._service.active(user_id) if user_id is not None else None
+            if conv is not None and (conv.get("model") or "") != model.strip():
+                self._service.set_model(user_id, int(conv["id"]), model)  # type: ignore[arg-type]
+        if on_delta is None:
+            return await self._service.channel_turn(self.platform, platform_user, text, projects=_scope(projects))
+        return await run_channel_turn(self._service, self.platform, platform_user, text, on_delta=on_delta, projects=projects)
 
 
 # --------------------------------------------------------------------------- adapters
@@ -449,6 +537,10 @@ class PlatformHost:
         except Exception as exc:
             running.state, running.error = "error", f"{type(exc).__name__}: {exc}"
             log.exception("platform %s (plugin %s) failed", name, running.plugin)
+            try:  # fail-open: the other platforms and the brain go on; the failure is on record
+                self.service.ctx.store.audit(f"plugin:{running.plugin}", "platform.error", name, "error", {"error": running.error[:500]})
+            except Exception:
+                log.exception("auditing the failure of platform %s failed", name)
         finally:
             running.gateway.close()
             if adapter is not None:
@@ -464,7 +556,8 @@ class PlatformHost:
     def status(self) -> list[dict[str, Any]]:
         """``[{name, plugin, state, error, detail}]`` of the adapters started. ``state``:
         ``starting``, ``running``, ``not_configured`` (running, but the adapter's ``configured``
-        is ``False``), ``finished`` or ``error``; ``detail`` is the adapter's ``detail`` text
+        is ``False``), the adapter's own ``state`` text while it runs (e.g. ``connected``,
+        ``reconnecting``, ``error``), ``finished`` or ``error``; ``detail`` is the adapter's ``detail`` text
         (why it is not configured, say) or ``None``."""
         return [_status(n, r) for n, r in sorted(self._running.items())]
 
@@ -475,12 +568,15 @@ def _status(name: str, running: _Running) -> dict[str, Any]:
         try:
             configured = bool(getattr(running.adapter, "configured", True))
             raw = getattr(running.adapter, "detail", None)
+            own = getattr(running.adapter, "state", None)
         except Exception:  # a faulty property must not break the status view
             log.exception("platform %s: reading its status failed", name)
-            configured, raw = True, None
+            configured, raw, own = True, None, None
         detail = str(raw) if raw else None
         if state == "running" and not configured:
             state = "not_configured"
+        elif state == "running" and isinstance(own, str) and own:
+            state = own  # the adapter's own view: connected, reconnecting, error, …
     return {"name": name, "plugin": running.plugin, "state": state, "error": running.error, "detail": detail}
 
 

@@ -1,8 +1,9 @@
 """Slash commands typed in a conversation (every surface sends them as turn text).
 
 Instant commands answer at once, even while a turn runs: ``/goal status|pause|clear``,
-``/subgoal …``, ``/yolo [on|off|default on|off]``, ``/model [SPEC]``, ``/help``, and commands
-contributed by plugins (``register_commands``). Driving commands need the conversation idle and
+``/subgoal …``, ``/yolo [on|off|default on|off]``, ``/model [SPEC]``, ``/remember <text>``,
+``/forget <id or text>`` (the user's long-term memories, through service ``memory`` when a
+plugin offers it), ``/help``, and commands contributed by plugins (``register_commands``). Driving commands need the conversation idle and
 start goal turns: ``/goal <text>``, ``/goal resume`` (or ``/goal start`` for a draft), and
 ``/goal draft <text>`` (one model call that writes the contract).
 """
@@ -15,7 +16,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elowen_builtins.inference.types import ChatRequest, Message
+from elowen_sdk import CapabilityError, ServiceUnavailable
+from elowen_sdk.chat import ChatRequest, Message
+from elowen_sdk.services.memory import InvalidMemory, MemoryService
 
 from .goals import PROMPTS, GoalLimits, status_text
 
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CHANNEL_HELP", "CONTINUE", "CommandResult", "is_driving", "reply_event", "run_command"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 FAILED = "Sorry, that did not work: {}"
 """The reply to a plugin command whose handler raised (``{}``: the exception's message)."""
@@ -47,6 +50,8 @@ HELP = """Commands:
   /yolo on|off            approve tool calls automatically in this session (destructive ones still ask)
   /yolo default on|off    your default for new sessions
   /model [PROVIDER/MODEL] show or set this conversation's model (/model default: back to the default)
+  /remember <text>        save a fact to your long-term memory
+  /forget <id or text>    take a memory out of recall (its text stays in its history)
   /help                   this list"""
 
 CHANNEL_HELP = """Chat commands:
@@ -115,8 +120,9 @@ async def _goal(service: BrainService, session: Session, args: str, max_turns: i
             return CommandResult("No goal to resume. Set one with /goal <text>.")
         if goal["state"] == "active":
             return CommandResult("The goal is already running.")
-        goal = db.update_goal(goal["id"], state="active", pause_reason=None, turns_run=0, tokens_run=0,
-                              turn_budget=max_turns if max_turns else goal["turn_budget"])
+        goal = db.update_goal(
+            goal["id"], state="active", pause_reason=None, turns_run=0, tokens_run=0, turn_budget=max_turns if max_turns else goal["turn_budget"]
+        )
         service.goal_event(session, goal, "resumed")
         return CommandResult(f"Goal resumed: {goal['text']}", drive=CONTINUE)
     if sub == "draft":
@@ -137,8 +143,13 @@ async def _draft(service: BrainService, session: Session, text: str) -> dict[str
         template = (PROMPTS / "goal_draft.md").read_text(encoding="utf-8")
     except OSError:
         template = "Draft a goal contract (outcome, verification, constraints, boundaries, stop_when) for: {goal}"
-    request = ChatRequest(service.model_for(session), [Message("user", template.format(goal=text))],
-                          response_schema=_CONTRACT_SCHEMA, schema_name="goal_contract", purpose="brain.goal_draft")
+    request = ChatRequest(
+        service.model_for(session),
+        [Message("user", template.format(goal=text))],
+        response_schema=_CONTRACT_SCHEMA,
+        schema_name="goal_contract",
+        purpose="brain.goal_draft",
+    )
     try:
         result = await service.relay().chat(request)
         data = json.loads(result.text)
@@ -146,8 +157,13 @@ async def _draft(service: BrainService, session: Session, text: str) -> dict[str
             return {k: str(data.get(k, "")) for k in _CONTRACT_SCHEMA["properties"]}
     except Exception as exc:  # a draft is a convenience: never fail the command on the model
         service.ctx.log.warning("goal draft by the model failed: %s", exc)
-    return {"outcome": text, "verification": "(to be agreed)", "constraints": "(none stated)",
-            "boundaries": "(none stated)", "stop_when": "blocked, or the budget is reached"}
+    return {
+        "outcome": text,
+        "verification": "(to be agreed)",
+        "constraints": "(none stated)",
+        "boundaries": "(none stated)",
+        "stop_when": "blocked, or the budget is reached",
+    }
 
 
 def _subgoal(service: BrainService, session: Session, args: str) -> CommandResult:
@@ -182,9 +198,72 @@ def _yolo(service: BrainService, session: Session, args: str) -> CommandResult:
         service.session_event(session, "brain.yolo", {"yolo": session.yolo})
         return CommandResult(f"YOLO {words[0]} for this session." + (" Destructive actions still ask." if session.yolo else ""))
     if not words:
-        return CommandResult(f"YOLO is {'on' if service.yolo(session) else 'off'} "
-                             f"({'session override' if session.yolo is not None else 'your default'}).")
+        return CommandResult(f"YOLO is {'on' if service.yolo(session) else 'off'} ({'session override' if session.yolo is not None else 'your default'}).")
     return CommandResult("Usage: /yolo on|off, /yolo default on|off")
+
+
+FORGET_CANDIDATES = 5
+"""Memories ``/forget <text>`` looks at (the best-ranked for the text)."""
+
+
+def _memory_service(service: BrainService) -> MemoryService | None:
+    try:
+        return service.ctx.service(MemoryService)
+    except (ServiceUnavailable, CapabilityError):
+        return None
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+async def _remember(service: BrainService, session: Session, args: str) -> CommandResult:
+    """``/remember <text>``: a manual memory of the conversation's user (provenance ``owner``:
+    the user typed it), learnt in this conversation."""
+    if session.user_id is None:
+        return CommandResult("Memories belong to signed-in users.")
+    memory = _memory_service(service)
+    if memory is None:
+        return CommandResult("Long-term memory is off (the memory plugin is not enabled).")
+    if not args.strip():
+        return CommandResult("Usage: /remember <text>  (a fact to recall in later conversations)")
+    try:
+        saved = await memory.remember(session.user_id, args.strip(), source="manual", provenance="owner", conversation_id=str(session.id))
+    except InvalidMemory as exc:
+        return CommandResult(f"Not remembered: {exc}")
+    return CommandResult(f"Remembered (memory {saved.id}): {saved.text}")
+
+
+async def _forget(service: BrainService, session: Session, args: str) -> CommandResult:
+    """``/forget <id>`` forgets that memory of the user; ``/forget <text>`` the one memory among
+    the best :data:`FORGET_CANDIDATES` for the text whose text contains it (case and spacing
+    ignored) — several or none are listed with their ids instead, nothing is forgotten."""
+    if session.user_id is None:
+        return CommandResult("Memories belong to signed-in users.")
+    memory = _memory_service(service)
+    if memory is None:
+        return CommandResult("Long-term memory is off (the memory plugin is not enabled).")
+    wanted = args.strip()
+    if not wanted:
+        return CommandResult("Usage: /forget <memory id>  or  /forget <text of the memory>")
+    if wanted.isascii() and wanted.isdigit() and len(wanted) <= 18:
+        if await memory.forget(session.user_id, int(wanted)):
+            return CommandResult(f"Forgotten memory {wanted} (its text stays in its history).")
+        return CommandResult(f"No current memory {wanted} of yours.")
+    try:
+        found = await memory.recall(session.user_id, wanted, limit=FORGET_CANDIDATES, bump=False)
+    except InvalidMemory as exc:
+        return CommandResult(f"Nothing forgotten: {exc}")
+    hits = [m for m in found if _squash(wanted) in _squash(m.text)]
+    if len(hits) == 1:
+        await memory.forget(session.user_id, hits[0].id)
+        return CommandResult(f"Forgotten memory {hits[0].id}: {hits[0].text}")
+    listed = hits or found
+    if not listed:
+        return CommandResult("No memory of yours matches that.")
+    lines = "\n".join(f"  {m.id}: {m.text}" for m in listed)
+    head = "Several memories contain that" if hits else "No memory contains that text; the closest are"
+    return CommandResult(f"{head}, nothing forgotten:\n{lines}\nForget one with /forget <id>.")
 
 
 async def run_command(service: BrainService, session: Session, text: str, *, max_turns: int | None = None) -> CommandResult:
@@ -206,6 +285,10 @@ async def run_command(service: BrainService, session: Session, text: str, *, max
             service.db.update_conversation(session.id, model=spec)
             session.conv = service.db.conversation(session.id)  # type: ignore[assignment]
         return CommandResult(f"Model: {service.model_for(session) or '(the default)'}")
+    if name == "remember":
+        return await _remember(service, session, args)
+    if name == "forget":
+        return await _forget(service, session, args)
     if name == "help":
         extra = sorted(service.ctx_contributions("command"))
         return CommandResult(HELP + ("\nPlugin commands: " + ", ".join(f"/{n}" for n in extra) if extra else ""))
@@ -229,5 +312,3 @@ async def _plugin_command(service: BrainService, owned: Any, name: str, args: st
         service.ctx.store.audit(owned.plugin, "command", name, "error", {"error": f"{type(exc).__name__}: {message}"})
         return CommandResult(FAILED.format(message), error=message)
     return CommandResult(str(reply))
-
-

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from elowen_builtins.inference.types import ChatRequest, Message
+from elowen_sdk.chat import ChatRequest, Message
 
 from .goals import PROMPTS
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["estimate_tokens", "maybe_compact"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 PROGRESS_MARK = "Goal progress (last PROGRESS):"
 
@@ -78,8 +78,9 @@ async def maybe_compact(service: BrainService, session: Session, *, force: bool 
         instructions = "Summarise this conversation for your own later use."
     body = (f"Summary so far:\n{previous}\n\n" if previous else "") + "Conversation:\n" + _transcript(old)
     try:
-        result = await service.relay().chat(ChatRequest(
-            service.model_for(session), [Message("system", instructions), Message("user", body)], purpose="brain.compact"))
+        result = await service.relay().chat(
+            ChatRequest(service.model_for(session), [Message("system", instructions), Message("user", body)], purpose="brain.compact")
+        )
         summary = result.text.strip() or _fallback(previous, old)
     except Exception as exc:  # any provider failure: compaction must not break the turn
         log.warning("conversation %s: summary by the model failed (%s); using a plain summary", session.id, exc)

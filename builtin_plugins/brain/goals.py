@@ -46,8 +46,7 @@ class GoalLimits:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> GoalLimits:
-        return cls(int(config.get("goal_turn_budget", 8)), int(config.get("goal_max_turns", 64)),
-                   int(config.get("goal_token_budget", 400_000)))
+        return cls(int(config.get("goal_turn_budget", 8)), int(config.get("goal_max_turns", 64)), int(config.get("goal_token_budget", 400_000)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +63,7 @@ def open_subgoals(goal: Mapping[str, Any]) -> list[int]:
     return [i + 1 for i, s in enumerate(goal["subgoals"]) if not s.get("done")]
 
 
-def apply_turn(db: BrainStore, goal: Mapping[str, Any], found: Sentinels, *, tokens: int, yolo: bool,
-               limits: GoalLimits) -> GoalOutcome:
+def apply_turn(db: BrainStore, goal: Mapping[str, Any], found: Sentinels, *, tokens: int, yolo: bool, limits: GoalLimits) -> GoalOutcome:
     """Count one goal turn and apply its sentinels and limits (see the module docstring)."""
     gid = goal["id"]
     subgoals = [dict(s) for s in goal["subgoals"]]
@@ -134,14 +132,19 @@ def status_text(goal: Mapping[str, Any] | None, limits: GoalLimits, *, yolo: boo
     if goal is None:
         return "No goal. Start one with /goal <text> (or /goal draft <text>)."
     budget = goal["turn_budget"] or limits.turn_budget
-    lines = [f"Goal #{goal['id']} [{goal['state']}" + (f": {goal['pause_reason']}" if goal.get("pause_reason") and goal["state"] == "paused" else "") + f"] {goal['text']}"]
+    lines = [
+        f"Goal #{goal['id']} [{goal['state']}"
+        + (f": {goal['pause_reason']}" if goal.get("pause_reason") and goal["state"] == "paused" else "")
+        + f"] {goal['text']}"
+    ]
     for i, s in enumerate(goal["subgoals"]):
         lines.append(f"  {i + 1}. [{'x' if s.get('done') else ' '}] {s['text']}")
     if goal.get("contract"):
         lines.extend(f"  {k}: {v}" for k, v in goal["contract"].items())
     lines.append(
         f"Turns: {goal['turns_run']} since resume ({goal['turns_total']} total); "
-        + (f"ceiling {limits.max_turns} (YOLO)" if yolo else f"budget {budget}") + f"; tokens {goal['tokens_run']}/{limits.token_budget}"
+        + (f"ceiling {limits.max_turns} (YOLO)" if yolo else f"budget {budget}")
+        + f"; tokens {goal['tokens_run']}/{limits.token_budget}"
     )
     if goal.get("last_progress"):
         lines.append(f"Last progress: {goal['last_progress']}")

@@ -15,8 +15,7 @@ from .service import BrainService
 from .tools import builtin_tools
 from .worker import BrainWorker
 
-__all__ = ["on_event", "on_load", "on_unload", "register_executors", "register_loops", "register_routes",
-           "register_services", "register_tools"]
+__all__ = ["on_event", "on_load", "on_unload", "register_executors", "register_loops", "register_routes", "register_services", "register_tools"]
 
 _services: dict[str, BrainService] = {}  # plugin name → the service of the current enable
 

@@ -23,15 +23,15 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import trio
-from elowen.core.pathguard import PathGuard
-from elowen_sdk import Tool
 
-from elowen_builtins.inference.types import ToolSpec
+from elowen_sdk import CapabilityError, ElowenError, Tool
+from elowen_sdk.chat import ToolSpec
+from elowen_sdk.services import InferenceService, TasksService, UsersService, UserToolsService
 
 from . import goals as goal_rules
 from .approvals import ApprovalBroker
@@ -43,20 +43,21 @@ from .sessions import Session, SessionRegistry
 from .store import BrainStore, message_from_row
 from .tools import CHAT_ONLY, WORKER_ONLY
 from .tools.env import ToolEnv
+from .tools.env import current as current_env
 from .turns import TurnResult, run_turn
 
 __all__ = ["BadModel", "BrainService", "Busy"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 _WIRE_RE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-class Busy(Exception):
+class Busy(ElowenError):
     """A turn is already running in the conversation (the API answers 409 ``turn_running``)."""
 
 
-class BadModel(ValueError):
+class BadModel(ElowenError, ValueError):
     """A model spec names no configured provider, or is malformed (the API answers 422
     ``unknown_provider``; the conversation is not changed)."""
 
@@ -69,10 +70,12 @@ class BrainService:
         self.db = BrainStore(ctx.store)
         self.sessions = SessionRegistry(self._publish)
         self.approvals = ApprovalBroker(self.db)
-        self.channels = ChannelLinks(ctx.store)
+        self.channels = ChannelLinks(ctx.store, user_exists=lambda uid: self.user(uid) is not None)
         self.platforms = PlatformHost(self)
         self._tool_cache: dict[tuple[Any, ...], tuple[dict[str, Tool], list[ToolSpec]]] = {}
         self._tool_gen = -1
+        self._narrowed: dict[int, tuple[str, ...]] = {}  # conversation id → tool globs it is narrowed to
+        self._scoped: dict[int, frozenset[int]] = {}  # conversation id → project ids (a sub-agent of a narrowed turn)
         self._fragments: tuple[int, str] = (-1, "")
         self._system_text: str | None = None
         self.worker: Any = None  # the BrainWorker, set by the plugin
@@ -83,17 +86,17 @@ class BrainService:
     def config(self) -> Mapping[str, Any]:
         return self.ctx.config
 
-    def relay(self) -> Any:
+    def relay(self) -> InferenceService:
         """The inference relay (service ``"inference"``)."""
-        return self.ctx.service("inference")
+        return self.ctx.service(InferenceService)
 
-    def tasks(self) -> Any:
+    def tasks(self) -> TasksService:
         """The daemon's task service (service ``"tasks"``).
 
         Raises:
             LookupError: it is not offered (no daemon running in this process).
         """
-        return self.ctx.service("tasks")
+        return self.ctx.service(TasksService)
 
     def ctx_contributions(self, kind: str) -> Mapping[str, Any]:
         """A snapshot of every contribution of ``kind`` (name → owned record)."""
@@ -167,18 +170,41 @@ class BrainService:
             session.conv = conv
         return conv
 
-    def create_conversation(self, user_id: int, *, title: str = "", model: str = "", project_id: int | None = None,
-                            activate: bool = False) -> dict[str, Any]:
+    def create_conversation(
+        self,
+        user_id: int,
+        *,
+        title: str = "",
+        model: str = "",
+        project_id: int | None = None,
+        activate: bool = False,
+        tool_grants: Sequence[str] | None = None,
+        yolo: bool | None = None,
+    ) -> dict[str, Any]:
         """Create a chat conversation; ``activate`` moves the user's pointer to it.
+        ``tool_grants`` (globs) narrows the tools its turns are offered to those the user is
+        granted AND that match one of them; ``yolo=False`` keeps YOLO off in it. Both only
+        narrow, and last for this daemon process. Created from inside a tool call of a turn
+        narrowed to some projects (a sub-agent), the conversation keeps that narrowing.
 
         Raises:
-            LookupError: ``project_id`` is not one of the user's projects.
+            LookupError: ``project_id`` is not one of the user's projects (or not in the
+                narrowing).
             BadModel: ``model`` names no configured provider (see :meth:`check_model`).
         """
         model = self.check_model(model)
         if project_id is not None and project_id not in {p["id"] for p in self._projects(user_id)}:
             raise LookupError(f"project {project_id} not found")
+        inherited = self._inherited_scope(user_id)
+        if project_id is not None and inherited is not None and project_id not in inherited:
+            raise LookupError(f"project {project_id} not found")
         conv = self.db.create_conversation(user_id=user_id, title=title, model=model, project_id=project_id)
+        if inherited is not None:
+            self._scoped[int(conv["id"])] = inherited
+        if tool_grants is not None:
+            self._narrowed[int(conv["id"])] = tuple(str(g) for g in tool_grants)
+        if yolo is False:
+            self.session(conv).yolo = False
         if activate:
             self.db.set_pref(user_id, active_conversation_id=conv["id"])
         return conv
@@ -223,18 +249,29 @@ class BrainService:
 
     def model_info(self, conv: dict[str, Any]) -> dict[str, Any]:
         """Which model a conversation's turns use: ``{"spec": "provider/model" | "", "kind":
-        "openai" | "anthropic" | "local" | None, "tools": bool}`` — the embedded (``local``)
-        model is not offered tools. ``spec`` is ``""`` and ``kind`` ``None`` when the relay
-        cannot say (no inference plugin, or no default model configured)."""
+        "openai" | "anthropic" | "local" | None, "tools": bool, "ready": bool, "problem": str |
+        None}`` — the embedded (``local``) model is not offered tools. ``spec`` is ``""`` and
+        ``kind`` ``None`` when the relay cannot say (no inference plugin, or no default model
+        configured). ``ready`` is false (``problem`` says why, with an admin's details) when
+        no model can answer: no inference plugin, no default model, an unknown provider, a
+        missing key or an embedded model that is not installed (the relay's ``readiness``)."""
         spec = conv.get("model") or str(self.config.get("default_model", ""))
         try:
             relay = self.relay()
+        except (LookupError, CapabilityError):
+            return {"spec": spec, "kind": None, "tools": True, "ready": False, "problem": "the inference plugin is not enabled"}
+        try:
+            state = relay.readiness(spec)
+        except Exception as exc:  # an older relay without readiness: assume it can answer
+            state = {"spec": spec, "ready": True, "problem": None}
+            log.debug("model readiness unknown: %s", exc)
+        try:
             spec = spec or relay.default_spec()
             name = spec.split("/", 1)[0]
             kind = next((p["kind"] for p in relay.providers() if p["name"] == name), None)
-        except Exception:  # no relay, or nothing configured as the default: unknown, not an error here
-            return {"spec": spec, "kind": None, "tools": True}
-        return {"spec": spec, "kind": kind, "tools": kind != "local"}
+        except Exception:  # nothing configured as the default: unknown, not an error here
+            return {"spec": spec, "kind": None, "tools": True, "ready": bool(state.get("ready")), "problem": state.get("problem")}
+        return {"spec": spec, "kind": kind, "tools": kind != "local", "ready": bool(state.get("ready")), "problem": state.get("problem")}
 
     def view(self, user_id: int, cid: int, *, limit: int = 200) -> dict[str, Any]:
         """``{"conversation", "messages", "goal", "yolo", "busy", "model"}`` (messages newest
@@ -277,48 +314,90 @@ class BrainService:
             return True
         return session.user_id is not None and self.db.prefs(session.user_id)["active_conversation_id"] == session.id
 
-    def _projects(self, user_id: int | None) -> list[dict[str, Any]]:
-        user = self.db.user(user_id) if user_id is not None else None
-        return self.db.projects_for(user_id, user["role"] if user else "admin")
+    def user(self, user_id: int) -> dict[str, Any] | None:
+        """The user record of the daemon's users service (``{id, name, role, tool_grants,
+        projects, …}``, see :mod:`elowen_sdk.services.users`), or ``None``: no such user, or
+        no users service (no daemon in this process) — then the user has no role, grants or
+        projects (deny by default)."""
+        try:
+            users = self.ctx.service(UsersService)
+        except LookupError:
+            return None
+        return users.user(user_id)
 
-    def env_for(self, session: Session, *, task: Mapping[str, Any] | None = None) -> ToolEnv:
+    def _role(self, user_id: int | None) -> str:
+        """``admin`` for an ownerless worker (bound to its task's project) and admins; a
+        deleted or unknown user is a ``member`` with no projects."""
+        if user_id is None:
+            return "admin"
+        user = self.user(user_id)
+        return str(user["role"]) if user else "member"
+
+    def _projects(self, user_id: int | None) -> list[dict[str, Any]]:
+        """Projects ``{id, name, path}`` the user may use (admins and ownerless workers: all),
+        by id, from the task service (the kernel owns the ``projects`` table)."""
+        if self._role(user_id) == "admin":
+            return self.tasks().projects()
+        user = self.user(user_id) if user_id is not None else None
+        found = [self.tasks().project(int(pid)) for pid in (user or {}).get("projects", [])]
+        return sorted((p for p in found if p is not None), key=lambda p: p["id"])
+
+    def _inherited_scope(self, user_id: int) -> frozenset[int] | None:
+        """The narrowing of the turn whose tool call is running now (``tools.env.current``),
+        if that turn is the same user's and narrowed; else ``None``."""
+        env = current_env.get()
+        if env is None or env.scope is None or env.user_id != user_id:
+            return None
+        return env.scope
+
+    def env_for(self, session: Session, *, task: Mapping[str, Any] | None = None, projects: frozenset[int] | None = None) -> ToolEnv:
         """The tool environment of a session: the user's project folders (a worker: only its
-        task's project folder), guarded."""
-        user = self.db.user(session.user_id) if session.user_id is not None else None
-        role = user["role"] if user else "admin"
+        task's project folder), guarded. ``projects`` (project ids) narrows this turn to those
+        of them (a chat platform's effective scope); ``None``: no narrowing. A conversation
+        created by a narrowed turn (a sub-agent's) stays narrowed the same way."""
+        role = self._role(session.user_id)
         if task is not None:
-            project = self.db.project(int(task["project_id"]))
-            projects = [project] if project else []
+            project = self.tasks().project(int(task["project_id"]))
+            found = [project] if project else []
         else:
-            projects = self.db.projects_for(session.user_id, role)
-        roots = [p["path"] for p in projects]
-        home = next((p for p in projects if p["id"] == session.conv.get("project_id")), projects[0] if projects else None)
-        guard = PathGuard(roots, roots, base=home["path"]) if home else None
-        return ToolEnv(self, session, session.user_id, role, guard, Path(home["path"]) if home else None, projects, task)
+            found = self._projects(session.user_id)
+        scope = self._scoped.get(session.id)
+        if projects is not None:
+            scope = frozenset(projects) if scope is None else scope & frozenset(projects)
+        if scope is not None:
+            found = [p for p in found if int(p["id"]) in scope]
+        roots = [p["path"] for p in found]
+        home = next((p for p in found if p["id"] == session.conv.get("project_id")), found[0] if found else None)
+        guard = self.ctx.path_guard(roots, roots, base=home["path"]) if home else None
+        return ToolEnv(self, session, session.user_id, role, guard, Path(home["path"]) if home else None, found, task, scope=scope)
 
     def tool_table(self, env: ToolEnv, *, worker: bool) -> tuple[dict[str, Tool], list[ToolSpec]]:
         """``(wire name → Tool, specs)`` offered to this turn: every registered tool the user is
         granted (``users.tool_grants`` globs; an ownerless worker gets all), minus chat-only
         tools for workers and worker-only tools in chats. Wire names are the tool names with
         characters outside ``[A-Za-z0-9_-]`` replaced by ``_`` (provider rules). Cached per
-        registry generation."""
+        registry generation; the user's own tools (``user-tools`` service) are added to every
+        turn's table afresh."""
         generation = self.ctx.generation
         if generation != self._tool_gen:
             self._tool_cache.clear()
             self._tool_gen = generation
         grants: tuple[str, ...] = ("*",)
         if env.user_id is not None:
-            user = self.db.user(env.user_id)
+            user = self.user(env.user_id)
             grants = tuple(user["tool_grants"]) if user else ()
-        key = (worker, grants)
+        narrow = self._narrowed.get(env.session.id)
+        key = (worker, grants, narrow)
         cached = self._tool_cache.get(key)
         if cached is not None:
-            return cached
+            return self._with_user_tools(env.user_id, grants, narrow, *cached)
         skip = CHAT_ONLY if worker else WORKER_ONLY
         table: dict[str, Tool] = {}
         specs: list[ToolSpec] = []
         for name, owned in sorted(self.ctx_contributions("tool").items()):
             if name in skip or not any(fnmatch.fnmatchcase(name, g) for g in grants):
+                continue
+            if narrow is not None and not any(fnmatch.fnmatchcase(name, g) for g in narrow):
                 continue
             wire = _WIRE_RE.sub("_", name)[:60]
             base, n = wire, 2
@@ -327,6 +406,34 @@ class BrainService:
             table[wire] = owned.obj
             specs.append(ToolSpec(wire, owned.obj.description, owned.obj.parameters))
         self._tool_cache[key] = (table, specs)
+        return self._with_user_tools(env.user_id, grants, narrow, table, specs)
+
+    def _with_user_tools(
+        self, user_id: int | None, grants: tuple[str, ...], narrow: tuple[str, ...] | None, table: dict[str, Tool], specs: list[ToolSpec]
+    ) -> tuple[dict[str, Tool], list[ToolSpec]]:
+        """``table``/``specs`` plus the user's own tools (the ``user-tools`` service, e.g. the
+        MCP servers they added), under the same grants and narrowing; never cached (they
+        change without a registry generation). The cached pair is not modified."""
+        if user_id is None:
+            return table, specs
+        try:
+            own = list(self.ctx.service(UserToolsService).tools_for(user_id))
+        except (LookupError, CapabilityError):
+            return table, specs
+        if not own:
+            return table, specs
+        table, specs = dict(table), list(specs)
+        for tool in sorted(own, key=lambda t: t.name):
+            if not any(fnmatch.fnmatchcase(tool.name, g) for g in grants):
+                continue
+            if narrow is not None and not any(fnmatch.fnmatchcase(tool.name, g) for g in narrow):
+                continue
+            wire = _WIRE_RE.sub("_", tool.name)[:60]
+            base, n = wire, 2
+            while wire in table:
+                wire, n = f"{base}_{n}", n + 1
+            table[wire] = tool
+            specs.append(ToolSpec(wire, tool.description, tool.parameters))
         return table, specs
 
     def _base_prompt(self) -> str:
@@ -341,13 +448,15 @@ class BrainService:
             self._fragments = (gen, "\n\n".join(f.text for f in frags))
         return self._system_text + ("\n\n" + self._fragments[1] if self._fragments[1] else "")
 
-    def system_prompt(self, session: Session, env: ToolEnv, *, goal: Mapping[str, Any] | None, extra: tuple[str, ...] = (),
-                      worker: bool = False) -> str:
+    def system_prompt(self, session: Session, env: ToolEnv, *, goal: Mapping[str, Any] | None, extra: tuple[str, ...] = (), worker: bool = False) -> str:
         """The system prompt of one turn (see :mod:`.turns`)."""
         parts = [self._base_prompt()]
         if env.projects:
-            parts.append("Project folders you can use:\n" + "\n".join(f"- {p['name']} (id {p['id']}): {p['path']}" for p in env.projects)
-                         + (f"\nRelative paths start in {env.cwd}." if env.cwd else ""))
+            parts.append(
+                "Project folders you can use:\n"
+                + "\n".join(f"- {p['name']} (id {p['id']}): {p['path']}" for p in env.projects)
+                + (f"\nRelative paths start in {env.cwd}." if env.cwd else "")
+            )
         if session.conv.get("summary"):
             parts.append("Summary of the earlier conversation:\n" + session.conv["summary"])
         if extra:
@@ -363,8 +472,8 @@ class BrainService:
         assert conv is not None
         return self.session(conv)
 
-    async def _goal_loop(self, session: Session, text: str) -> None:
-        env = self.env_for(session)
+    async def _goal_loop(self, session: Session, text: str, projects: frozenset[int] | None = None) -> None:
+        env = self.env_for(session, projects=projects)
         limits = GoalLimits.from_config(self.config)
         goal = self.db.live_goal(session.id)
         result: TurnResult = await run_turn(self, session, env, text, goal=goal if goal and goal["state"] == "active" else None)
@@ -372,26 +481,27 @@ class BrainService:
             goal = self.db.live_goal(session.id)
             if goal is None or goal["state"] != "active":
                 break
-            outcome = goal_rules.apply_turn(self.db, goal, parse_sentinels(result.text), tokens=result.tokens,
-                                            yolo=self.yolo(session), limits=limits)
+            outcome = goal_rules.apply_turn(self.db, goal, parse_sentinels(result.text), tokens=result.tokens, yolo=self.yolo(session), limits=limits)
             goal, event = outcome.goal, outcome.event
             if goal["state"] == "active":
                 reason = "error" if result.error else "breaker" if result.tripped else None
                 if reason is None and not self.has_driver(session):
                     reason = "driver_lost"
                 if reason is not None:
-                    goal = self.db.update_goal(goal["id"], state="paused", pause_reason=reason,
-                                               note=f"breaker: {result.tripped}" if result.tripped else goal["note"])
+                    goal = self.db.update_goal(
+                        goal["id"], state="paused", pause_reason=reason, note=f"breaker: {result.tripped}" if result.tripped else goal["note"]
+                    )
                     event = "paused"
             self.goal_event(session, goal, event)
             if goal["state"] != "active":
                 break
             result = await run_turn(self, session, env, CONTINUE, goal=goal)
 
-    async def drive(self, session: Session, text: str, *, max_turns: int | None = None) -> None:
+    async def drive(self, session: Session, text: str, *, max_turns: int | None = None, projects: frozenset[int] | None = None) -> None:
         """Run ``text`` in the session — a slash command, or a turn and, while a goal is
         active with a live driver, its goal turns — then emit ``brain.done``. The caller has
-        marked the session running (:meth:`reserve`)."""
+        marked the session running (:meth:`reserve`). ``projects`` narrows these turns (see
+        :meth:`env_for`)."""
         try:
             with trio.CancelScope() as scope:
                 session.scope = scope
@@ -399,10 +509,10 @@ class BrainService:
                     reply = await run_command(self, session, text, max_turns=max_turns)
                     session.emit(*reply_event(reply))
                     if reply.drive is not None:
-                        await self._goal_loop(session, reply.drive)
+                        await self._goal_loop(session, reply.drive, projects)
                 else:
                     session.failures.clear()
-                    await self._goal_loop(session, text)
+                    await self._goal_loop(session, text, projects)
             if scope.cancelled_caught:
                 self.approvals.db.expire_pending(session.id)
                 goal = self.db.live_goal(session.id)
@@ -447,12 +557,15 @@ class BrainService:
         rows = [r for r in self.db.messages(session.id, include_compacted=True, limit=10_000) if r["id"] > first]
         return {"conversation_id": session.id, "messages": rows, "goal": self.db.live_goal(session.id) or self.db.last_goal(session.id)}
 
-    async def stream(self, user_id: int, cid: int | None, text: str, *, max_turns: int | None = None,
-                     driver: bool = True) -> AsyncIterator[dict[str, Any]]:
+    async def stream(
+        self, user_id: int, cid: int | None, text: str, *, max_turns: int | None = None, driver: bool = True, projects: frozenset[int] | None = None
+    ) -> AsyncIterator[dict[str, Any]]:
         """Start a turn in the plugin's nursery and yield its events (dicts with ``type``)
         until ``brain.done``. The stream is attached for its whole life: it is a live driver
         of the conversation's goal (``driver``); leaving early detaches it (the turn goes on,
-        a goal then pauses with ``driver_lost``). Check :meth:`reserve` first for errors."""
+        a goal then pauses with ``driver_lost``). ``projects`` (project ids) narrows this turn
+        only — its tools, path guard and prompt (see :meth:`env_for`); ``None``: every project
+        of the user. Check :meth:`reserve` first for errors."""
         session = self.reserve(user_id, cid, text)
         receive = session.listen(driver=driver)
         try:
@@ -463,7 +576,7 @@ class BrainService:
                 yield {"type": "brain.done", "conversation_id": session.id, "user_id": user_id, "goal": self.db.live_goal(session.id)}
                 return
             session.running = True
-            self.ctx.start_soon(functools.partial(self.drive, session, text, max_turns=max_turns), name=f"brain.turn.{session.id}")
+            self.ctx.start_soon(functools.partial(self.drive, session, text, max_turns=max_turns, projects=projects), name=f"brain.turn.{session.id}")
             async for item in receive:
                 yield item
                 if item["type"] == "brain.done":
@@ -504,15 +617,16 @@ class BrainService:
 
     # -- chat platforms (channel turns) ------------------------------------------------------
 
-    async def channel_turn(self, platform: str, platform_user: str, text: str) -> list[str]:
+    async def channel_turn(self, platform: str, platform_user: str, text: str, *, projects: frozenset[int] | None = None) -> list[str]:
         """A message from a chat platform's sender → the reply texts: a link code for an
         unlinked sender, else a pointer-based turn on the linked user's active conversation
-        (see :mod:`.channels`).
+        (see :mod:`.channels`), narrowed to ``projects`` (project ids; ``None``: all of the
+        user's).
 
         Raises:
-            ValueError: a bad ``platform_user`` or ``text``.
+            ValueError: a bad ``platform_user``, ``text`` or ``projects``.
         """
-        return await run_channel_turn(self, platform, platform_user, text)
+        return await run_channel_turn(self, platform, platform_user, text, projects=projects)
 
     def link_channel(self, user_id: int, code: str) -> dict[str, Any]:
         """Confirm a link code: its sender becomes ``user_id``'s channel. Audited

@@ -17,11 +17,11 @@ from typing import Any
 
 import trio
 
-from elowen_builtins.inference.types import Message
+from elowen_sdk.chat import Message
 
 __all__ = ["DELTA_FLUSH_CHARS", "DELTA_FLUSH_SECONDS", "Session", "SessionRegistry"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 DELTA_FLUSH_CHARS = 160
 DELTA_FLUSH_SECONDS = 0.25

@@ -11,9 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from elowen.core.store import Store, utc_iso
-
-from elowen_builtins.inference.types import Message, ToolCall
+from elowen_sdk import Store, utc_iso
+from elowen_sdk.chat import Message, ToolCall
 
 __all__ = ["BrainStore", "message_from_row"]
 
@@ -22,10 +21,7 @@ _GOAL_COLS = (
     "id, conversation_id, text, state, pause_reason, blocked_reason, evidence, last_progress, subgoals, "
     "contract, turn_budget, turns_total, turns_run, tokens_run, note, created_at, updated_at"
 )
-_PENDING_COLS = (
-    "id, conversation_id, user_id, kind, tool, arguments, question, destructive, reasons, state, answer, "
-    "decided_by, created_at, decided_at"
-)
+_PENDING_COLS = "id, conversation_id, user_id, kind, tool, arguments, question, destructive, reasons, state, answer, decided_by, created_at, decided_at"
 
 
 def message_from_row(row: Mapping[str, Any]) -> Message:
@@ -58,14 +54,19 @@ class BrainStore:
     # -- conversations -----------------------------------------------------------------------
 
     def create_conversation(
-        self, *, user_id: int | None, kind: str = "chat", title: str = "", model: str = "",
-        project_id: int | None = None, task_id: int | None = None,
+        self,
+        *,
+        user_id: int | None,
+        kind: str = "chat",
+        title: str = "",
+        model: str = "",
+        project_id: int | None = None,
+        task_id: int | None = None,
     ) -> dict[str, Any]:
         """Insert a conversation; returns its record."""
         now = utc_iso()
         cid = self.store.execute(
-            "INSERT INTO brain_conversations (user_id, kind, title, model, project_id, task_id, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO brain_conversations (user_id, kind, title, model, project_id, task_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (user_id, kind, title, model, project_id, task_id, now, now),
         )
         return self.conversation(cid)  # type: ignore[return-value]
@@ -104,46 +105,19 @@ class BrainStore:
         """Messages oldest first, as rows ``{id, role, content, tool_calls (JSON text), tool_call_id, compacted, created_at}``."""
         where = "conversation_id = ?" + ("" if include_compacted else " AND compacted = 0")
         rows = self.store.query(
-            f"SELECT id, role, content, tool_calls, tool_call_id, compacted, created_at FROM brain_messages WHERE {where} "
-            "ORDER BY id DESC LIMIT ?",
+            f"SELECT id, role, content, tool_calls, tool_call_id, compacted, created_at FROM brain_messages WHERE {where} ORDER BY id DESC LIMIT ?",
             (cid, limit),
         )
         return rows[::-1]
 
     def mark_compacted(self, cid: int, up_to_id: int) -> int:
         """Mark messages with ``id <= up_to_id`` compacted; returns how many."""
-        return self.store.execute(
-            "UPDATE brain_messages SET compacted = 1 WHERE conversation_id = ? AND id <= ? AND compacted = 0", (cid, up_to_id)
-        )
-
-    # -- users -------------------------------------------------------------------------------
-
-    def user(self, user_id: int) -> dict[str, Any] | None:
-        """``{id, name, role, tool_grants: [str]}`` from the kernel's ``users`` table."""
-        row = self.store.query_one("SELECT id, name, role, tool_grants FROM users WHERE id = ?", (user_id,))
-        if row is not None:
-            row["tool_grants"] = json.loads(row["tool_grants"] or "[]")
-        return row
-
-    def projects_for(self, user_id: int | None, role: str) -> list[dict[str, Any]]:
-        """Projects ``{id, name, path}`` a user may use (admins: all), by id."""
-        if role == "admin" or user_id is None:
-            return self.store.query("SELECT id, name, path FROM projects ORDER BY id")
-        return self.store.query(
-            "SELECT p.id, p.name, p.path FROM projects p JOIN user_projects u ON u.project_id = p.id "
-            "WHERE u.user_id = ? ORDER BY p.id",
-            (user_id,),
-        )
-
-    def project(self, project_id: int) -> dict[str, Any] | None:
-        """``{id, name, path}`` or ``None``."""
-        return self.store.query_one("SELECT id, name, path FROM projects WHERE id = ?", (project_id,))
+        return self.store.execute("UPDATE brain_messages SET compacted = 1 WHERE conversation_id = ? AND id <= ? AND compacted = 0", (cid, up_to_id))
 
     def prefs(self, user_id: int) -> dict[str, Any]:
         """``{active_conversation_id, yolo}`` of a user (defaults when never set)."""
         row = self.store.query_one("SELECT active_conversation_id, yolo FROM brain_users WHERE user_id = ?", (user_id,))
-        return {"active_conversation_id": row["active_conversation_id"], "yolo": bool(row["yolo"])} if row else {
-            "active_conversation_id": None, "yolo": False}
+        return {"active_conversation_id": row["active_conversation_id"], "yolo": bool(row["yolo"])} if row else {"active_conversation_id": None, "yolo": False}
 
     def set_pref(self, user_id: int, **fields: Any) -> None:
         """Upsert ``active_conversation_id`` and/or ``yolo``."""
@@ -155,11 +129,22 @@ class BrainStore:
 
     def live_goal(self, cid: int) -> dict[str, Any] | None:
         """The conversation's goal that is ``draft``, ``active`` or ``paused`` (newest)."""
-        return _goal(self.store.query_one(
-            f"SELECT {_GOAL_COLS} FROM brain_goals WHERE conversation_id = ? AND state IN ('draft', 'active', 'paused') "
-            "ORDER BY id DESC LIMIT 1",
-            (cid,),
-        ))
+        return _goal(
+            self.store.query_one(
+                f"SELECT {_GOAL_COLS} FROM brain_goals WHERE conversation_id = ? AND state IN ('draft', 'active', 'paused') ORDER BY id DESC LIMIT 1",
+                (cid,),
+            )
+        )
+
+    def goals_of(self, user_id: int, state: str, *, limit: int = 50) -> list[dict[str, Any]]:
+        """A user's goals in ``state`` (across their conversations), newest first, each with
+        its ``conversation_id``."""
+        rows = self.store.query(
+            f"SELECT {_GOAL_COLS} FROM brain_goals WHERE state = ? AND conversation_id IN (SELECT id FROM brain_conversations WHERE user_id = ?)"
+            " ORDER BY id DESC LIMIT ?",
+            (state, user_id, limit),
+        )
+        return [g for g in (_goal(r) for r in rows) if g is not None]
 
     def goal(self, goal_id: int) -> dict[str, Any] | None:
         """A goal by id."""
@@ -167,11 +152,9 @@ class BrainStore:
 
     def last_goal(self, cid: int) -> dict[str, Any] | None:
         """The conversation's newest goal in any state."""
-        return _goal(self.store.query_one(
-            f"SELECT {_GOAL_COLS} FROM brain_goals WHERE conversation_id = ? ORDER BY id DESC LIMIT 1", (cid,)))
+        return _goal(self.store.query_one(f"SELECT {_GOAL_COLS} FROM brain_goals WHERE conversation_id = ? ORDER BY id DESC LIMIT 1", (cid,)))
 
-    def create_goal(self, cid: int, text: str, *, state: str, turn_budget: int | None = None,
-                    contract: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def create_goal(self, cid: int, text: str, *, state: str, turn_budget: int | None = None, contract: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Insert a goal (any live goal of the conversation is cleared first)."""
         now = utc_iso()
         with self.store.transaction():
@@ -180,8 +163,7 @@ class BrainStore:
                 (now, cid),
             )
             gid = self.store.execute(
-                "INSERT INTO brain_goals (conversation_id, text, state, turn_budget, contract, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO brain_goals (conversation_id, text, state, turn_budget, contract, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (cid, text, state, turn_budget, json.dumps(contract) if contract is not None else None, now, now),
             )
         return self.goal(gid)  # type: ignore[return-value]
@@ -208,14 +190,33 @@ class BrainStore:
 
     # -- pending approvals and questions -----------------------------------------------------
 
-    def add_pending(self, *, cid: int, user_id: int | None, kind: str, tool: str = "", arguments: Mapping[str, Any] | None = None,
-                    question: str = "", destructive: bool = False, reasons: Sequence[str] = ()) -> dict[str, Any]:
+    def add_pending(
+        self,
+        *,
+        cid: int,
+        user_id: int | None,
+        kind: str,
+        tool: str = "",
+        arguments: Mapping[str, Any] | None = None,
+        question: str = "",
+        destructive: bool = False,
+        reasons: Sequence[str] = (),
+    ) -> dict[str, Any]:
         """Insert a pending approval or question; returns its record."""
         pid = self.store.execute(
             "INSERT INTO brain_pending (conversation_id, user_id, kind, tool, arguments, question, destructive, reasons, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (cid, user_id, kind, tool, json.dumps(dict(arguments or {}), ensure_ascii=False, default=str), question,
-             int(destructive), json.dumps(list(reasons)), utc_iso()),
+            (
+                cid,
+                user_id,
+                kind,
+                tool,
+                json.dumps(dict(arguments or {}), ensure_ascii=False, default=str),
+                question,
+                int(destructive),
+                json.dumps(list(reasons)),
+                utc_iso(),
+            ),
         )
         return self.pending(pid)  # type: ignore[return-value]
 
@@ -229,20 +230,22 @@ class BrainStore:
         if user_id is None:
             rows = self.store.query(f"SELECT {_PENDING_COLS} FROM brain_pending WHERE state = ? ORDER BY id LIMIT ?", (state, limit))
         else:
-            rows = self.store.query(
-                f"SELECT {_PENDING_COLS} FROM brain_pending WHERE user_id = ? AND state = ? ORDER BY id LIMIT ?", (user_id, state, limit))
+            rows = self.store.query(f"SELECT {_PENDING_COLS} FROM brain_pending WHERE user_id = ? AND state = ? ORDER BY id LIMIT ?", (user_id, state, limit))
         return [_pending(r) for r in rows]
 
     def decide_pending(self, pid: int, state: str, *, answer: str | None = None, by: int | None = None) -> bool:
         """Move a ``pending`` record to ``state``; ``False`` when it was no longer pending."""
-        return bool(self.store.execute(
-            "UPDATE brain_pending SET state = ?, answer = ?, decided_by = ?, decided_at = ? WHERE id = ? AND state = 'pending'",
-            (state, answer, by, utc_iso(), pid),
-        ))
+        return bool(
+            self.store.execute(
+                "UPDATE brain_pending SET state = ?, answer = ?, decided_by = ?, decided_at = ? WHERE id = ? AND state = 'pending'",
+                (state, answer, by, utc_iso(), pid),
+            )
+        )
 
     def expire_pending(self, cid: int | None = None) -> int:
         """Expire pending records (of one conversation, or all at start-up)."""
         if cid is None:
             return self.store.execute("UPDATE brain_pending SET state = 'expired', decided_at = ? WHERE state = 'pending'", (utc_iso(),))
         return self.store.execute(
-            "UPDATE brain_pending SET state = 'expired', decided_at = ? WHERE state = 'pending' AND conversation_id = ?", (utc_iso(), cid))
+            "UPDATE brain_pending SET state = 'expired', decided_at = ? WHERE state = 'pending' AND conversation_id = ?", (utc_iso(), cid)
+        )

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import trio
-from elowen_sdk import Tool, ToolCall, TurnContext
 
-from elowen_builtins.inference.errors import ContextTooLong
-from elowen_builtins.inference.types import ChatRequest, Delta, Message
+from elowen_sdk import Tool, ToolCall, TurnContext
+from elowen_sdk.chat import ChatRequest, ContextTooLong, Delta, Message
 
 from .approvals import assess
 from .compaction import maybe_compact
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_RESULT_CHARS", "TurnResult", "run_turn"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 MAX_RESULT_CHARS = 20_000
 """Characters of a tool result sent back to the model."""
@@ -75,6 +74,11 @@ def _dump(value: Any) -> str:
     return text
 
 
+def _scope_of(env: ToolEnv) -> tuple[int, ...] | None:
+    """The turn's narrowing as the hooks see it (``ToolCall.projects``, ``TurnContext.projects``)."""
+    return tuple(sorted(env.scope)) if env.scope is not None else None
+
+
 async def _call_handler(tool: Tool, args: dict[str, Any], env: ToolEnv) -> Any:
     token = current.set(env)
     try:
@@ -86,19 +90,28 @@ async def _call_handler(tool: Tool, args: dict[str, Any], env: ToolEnv) -> Any:
         current.reset(token)
 
 
-async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call: Any, table: dict[str, Tool],
-                    result: TurnResult, *, worker: bool) -> str:
+async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call: Any, table: dict[str, Tool], result: TurnResult, *, worker: bool) -> str:
     """Run one model tool call; returns the text sent back as its result."""
     tool = table.get(call.name)
     if tool is None:
         return f"error: unknown tool {call.name!r}"
-    hook_call = ToolCall(tool.name, dict(call.arguments), conversation_id=str(session.id), user=str(env.user_id or ""))
+    hook_call = ToolCall(tool.name, dict(call.arguments), conversation_id=str(session.id), user=str(env.user_id or ""), projects=_scope_of(env))
     if service.bus_has("before_tool_call"):
         hook_call = await service.ctx.mutate("before_tool_call", call=hook_call)
     args = dict(hook_call.arguments)
     policy = assess(tool, args, env, yolo=service.yolo(session), worker=worker)
-    session.emit("brain.tool", {"phase": "call", "id": call.id, "tool": tool.name, "arguments": args, "policy": policy.action,
-                                "destructive": policy.destructive, "reasons": list(policy.reasons)})
+    session.emit(
+        "brain.tool",
+        {
+            "phase": "call",
+            "id": call.id,
+            "tool": tool.name,
+            "arguments": args,
+            "policy": policy.action,
+            "destructive": policy.destructive,
+            "reasons": list(policy.reasons),
+        },
+    )
     error: str | None = None
     value: Any = None
     if policy.action == "refuse":
@@ -119,8 +132,7 @@ async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call:
             error = f"{type(exc).__name__}: {exc}"
     result.tool_calls += 1
     text = _dump(value) if error is None else f"error: {error}"
-    session.emit("brain.tool", {"phase": "result", "id": call.id, "tool": tool.name, "ok": error is None,
-                                "result": text[:2000]})
+    session.emit("brain.tool", {"phase": "result", "id": call.id, "tool": tool.name, "ok": error is None, "result": text[:2000]})
     service.ctx.emit("on_tool_result", call=hook_call, result=value if error is None else None, error=error)
     if error is not None:
         key = f"{tool.name} {json.dumps(args, sort_keys=True, default=str)} -> {error}"
@@ -155,8 +167,16 @@ def _append(service: BrainService, session: Session, message: Message) -> None:
     session.history.append(message)
 
 
-async def run_turn(service: BrainService, session: Session, env: ToolEnv, text: str | None, *,
-                   goal: dict[str, Any] | None = None, worker: bool = False, max_rounds: int | None = None) -> TurnResult:
+async def run_turn(
+    service: BrainService,
+    session: Session,
+    env: ToolEnv,
+    text: str | None,
+    *,
+    goal: dict[str, Any] | None = None,
+    worker: bool = False,
+    max_rounds: int | None = None,
+) -> TurnResult:
     """Run one turn (see the module docstring). ``text`` is the new user message (``None``: go
     on from the stored history). Cancellation (abort) leaves a consistent history: every tool
     call stored gets a result."""
@@ -165,21 +185,34 @@ async def run_turn(service: BrainService, session: Session, env: ToolEnv, text: 
         service.load_history(session)
     if text is not None:
         _append(service, session, Message("user", text))
-        session.emit("brain.message", {"role": "user", "content": text})
+        # a conversation another plugin created narrowed (a sub-agent's) gets its "user" text
+        # from a model (the delegate call), not from the person: marked, so nothing (the
+        # curator) takes it for the owner's own words
+        delegated = {"origin": "delegated"} if session.id in service._narrowed else {}
+        session.emit("brain.message", {"role": "user", "content": text, **delegated})
         if await maybe_compact(service, session):
             service.load_history(session)
+    if text is not None and not worker and goal is None and service.bus_has("intake"):
+        claim = await service.ctx.mutate("intake", turn=TurnContext(str(session.id), str(env.user_id or ""), text, projects=_scope_of(env)))
+        if claim.context:  # a plugin claimed the message (the core loop's intake): no model call
+            result.text = "\n\n".join(str(c) for c in claim.context)
+            result.texts.append(result.text)
+            _append(service, session, Message("assistant", result.text))
+            session.emit("brain.message", {"role": "assistant", "content": result.text, "tool_calls": []})
+            return result
     table, specs = service.tool_table(env, worker=worker)
     extra: tuple[str, ...] = ()
     if service.bus_has("turn_context"):
-        turn = TurnContext(str(session.id), str(env.user_id or ""), text or "")
+        turn = TurnContext(str(session.id), str(env.user_id or ""), text or "", projects=_scope_of(env))
         extra = tuple((await service.ctx.mutate("turn_context", turn=turn)).context)
     system = service.system_prompt(session, env, goal=goal, extra=extra, worker=worker)
     rounds = max_rounds or int(service.config.get("max_tool_rounds", 24))
     assert session.history is not None
     refitted = False
     for _ in range(rounds):
-        request = ChatRequest(service.model_for(session), [Message("system", system), *session.history], tools=specs,
-                              stream=True, purpose="brain.worker" if worker else "brain")
+        request = ChatRequest(
+            service.model_for(session), [Message("system", system), *session.history], tools=specs, stream=True, purpose="brain.worker" if worker else "brain"
+        )
         try:
             answer = await _model_call(service, session, request)
         except ContextTooLong as exc:
@@ -207,8 +240,14 @@ async def run_turn(service: BrainService, session: Session, env: ToolEnv, text: 
         result.tokens += answer.usage.input_tokens + answer.usage.output_tokens
         message = Message("assistant", answer.text, tuple(answer.tool_calls))
         _append(service, session, message)
-        session.emit("brain.message", {"role": "assistant", "content": answer.text,
-                                       "tool_calls": [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in answer.tool_calls]})
+        session.emit(
+            "brain.message",
+            {
+                "role": "assistant",
+                "content": answer.text,
+                "tool_calls": [{"id": c.id, "name": c.name, "arguments": dict(c.arguments)} for c in answer.tool_calls],
+            },
+        )
         if answer.text:
             result.texts.append(answer.text)
         if not answer.tool_calls:

@@ -17,10 +17,14 @@ is registered as an :class:`~elowen_sdk.Executor` by this plugin).
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import trio
+
+from elowen_sdk import CapabilityError
+from elowen_sdk.services import MissionsService
 
 from .goals import PROMPTS
 from .turns import run_turn
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BrainWorker", "is_brain_task"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.brain")
 
 PROVIDER = "elowen"
 
@@ -50,7 +54,14 @@ class _Run:
 
 
 class BrainWorker:
-    """Claims and runs brain-worker tasks (one trio task each)."""
+    """Claims and runs brain-worker tasks (one trio task each). Also the executor object of
+    ``elowen``: the class attributes below are its part of the exec grammar (specs
+    ``elowen:<provider>/<model>``, read by the ``executors`` registry)."""
+
+    display_name = "Elowen brain"
+    requires_model = True
+    model_pattern = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*/[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,199}$")
+    model_hint = "'<provider>/<model>' of an inference provider"
 
     def __init__(self, service: BrainService) -> None:
         self.service = service
@@ -82,27 +93,38 @@ class BrainWorker:
         except LookupError:
             return None
 
+    def _missions(self) -> MissionsService | None:
+        """The overseer's missions gate, or ``None`` when the overseer is off."""
+        try:
+            return self.service.ctx.service(MissionsService)  # type: ignore[no-any-return]
+        except (LookupError, CapabilityError):
+            return None
+
     def recover(self) -> int:
         """Requeue ``in_progress`` brain tasks that have no live worker; returns how many."""
         tasks = self._tasks()
         if tasks is None:
             return 0
         count = 0
-        for task in tasks.list(state="in_progress", limit=100_000):
+        for task in tasks.list_tasks(state="in_progress", limit=100_000):
             if is_brain_task(task) and task["id"] not in self.runs:
                 self._retry(task, "the daemon restarted while the brain worker was running")
                 count += 1
         return count
 
     def scan(self) -> list[int]:
-        """Claim every ready brain task not yet running; returns the claimed ids."""
+        """Claim every ready brain task not yet running whose mission (if any) may dispatch now
+        (the missions gate the agents scheduler asks too); returns the claimed ids."""
         tasks = self._tasks()
         if tasks is None:
             return []
         claimed = []
+        missions = self._missions()
         for task in tasks.ready():
             if not is_brain_task(task) or task["id"] in self.runs:
                 continue
+            if missions is not None and not missions.may_dispatch(task):
+                continue  # its mission is at L0, paused, stalled or at max_sessions (as for CLI agents)
             current = tasks.exists(task["id"])
             if current is None or current["state"] != "open":
                 continue
@@ -120,8 +142,9 @@ class BrainWorker:
         if row is not None:
             return db.conversation(row["id"])  # type: ignore[return-value]
         model = (task.get("exec_resolved") or {}).get("model") or ""
-        return db.create_conversation(user_id=task.get("owner_id"), kind="task", title=task["title"], model=model,
-                                      project_id=task["project_id"], task_id=task["id"])
+        return db.create_conversation(
+            user_id=task.get("owner_id"), kind="task", title=task["title"], model=model, project_id=task["project_id"], task_id=task["id"]
+        )
 
     def _prompt(self, task: dict[str, Any]) -> str:
         try:
@@ -139,8 +162,7 @@ class BrainWorker:
         error: str | None = None
         try:
             with scope:
-                result = await run_turn(service, session, env, self._prompt(task), worker=True,
-                                        max_rounds=int(service.config.get("worker_max_rounds", 40)))
+                result = await run_turn(service, session, env, self._prompt(task), worker=True, max_rounds=int(service.config.get("worker_max_rounds", 40)))
                 error = result.error or (f"breaker: {result.tripped}" if result.tripped else None)
         except Exception as exc:
             log.exception("brain worker on task %s failed", task["id"])

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
-from elowen_sdk import Executor, hookimpl
 
-from elowen_builtins.agents.providers import Provider, ProviderError, atomic_update, env_lookup, home_dir
+from elowen_sdk import Executor, hookimpl
+from elowen_sdk.providers import Provider, ProviderError, atomic_update, env_lookup, home_dir
 
 __all__ = ["CodexProvider", "register_executors"]
 
@@ -36,11 +36,18 @@ class CodexProvider(Provider):
     """Executor ``codex``."""
 
     name = "codex"
+    display_name = "Codex"
     cli = "codex"
+    auth_hint = (
+        "Codex is not logged in: run `codex` once in a terminal and sign in, or configure a "
+        "model provider and its API key (e.g. OPENAI_API_KEY in the codex plugin's env); "
+        "then reopen the task."
+    )
     default_binary = "codex"
-    base_env: Mapping[str, str] = {}
 
-    def _command(self, binary: str, prompt: str, *, model: str | None, session_id: str | None, resume: bool, extra_args: list[str], skip_permissions: bool) -> list[str]:
+    def _command(
+        self, binary: str, prompt: str, *, model: str | None, session_id: str | None, resume: bool, extra_args: list[str], skip_permissions: bool
+    ) -> list[str]:
         if session_id and not resume:
             raise ProviderError("codex chooses its own session id; pass one only to resume")
         argv = [binary]
@@ -63,6 +70,10 @@ class CodexProvider(Provider):
         """``$CODEX_HOME`` or ``$HOME/.codex`` of the spawned process."""
         custom = env_lookup(env, "CODEX_HOME")
         return Path(custom) if custom else home_dir(env) / ".codex"
+
+    def state_paths(self, *, env: Mapping[str, str] | None = None) -> list[Path]:
+        """``$CODEX_HOME`` (default ``~/.codex``) and Codex's XDG folders."""
+        return [*super().state_paths(env=env), self.codex_home(env)]
 
     def preseed_trust(self, workdir: str | Path, *, env: Mapping[str, str] | None = None) -> Path:
         path = self.codex_home(env) / "config.toml"
@@ -124,4 +135,4 @@ def _rollout_cwd(path: Path) -> str | None:
 @hookimpl
 def register_executors(ctx: Any, register: Any) -> None:
     """Register executor ``codex`` configured from the plugin's settings."""
-    register(Executor("codex", CodexProvider(ctx.config)))
+    register(Executor("codex", CodexProvider(ctx.config, plugin=ctx.name)))

@@ -1,11 +1,14 @@
 """The ``inference`` builtin plugin: Elowen's LLM relay.
 
-Public API (re-exported here)::
+Other plugins reach it as ``ctx.service(elowen_sdk.services.InferenceService)``, with the chat
+types and errors of :mod:`elowen_sdk.chat`; they never import this package. Its own API
+(re-exported here, for the relay's tests and standalone use)::
 
-    Relay(settings_getter, store, default_model="")
+    Relay(settings_getter, store, default_model="", settings_updater=None)
         await relay.chat(ChatRequest) -> ChatResult
         relay.stream(ChatRequest) -> ChatStream   # async iterator of Delta…, then ChatResult
         relay.providers() -> list[dict]
+        relay.list_providers(include_builtin=False) / add_provider(name, kind, base_url, ...) / remove_provider(name)
     add_provider(settings, name, kind, base_url, api_key_env=None, ...)
     remove_provider(settings, name)
     list_providers(settings, include_builtin=False) -> list[dict]

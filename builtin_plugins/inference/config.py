@@ -51,8 +51,21 @@ BUILTIN_LOCAL = "local"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _KNOWN_KEYS = frozenset(
-    {"kind", "base_url", "api_key_env", "api_key_file", "timeout", "max_retries", "backoff",
-     "max_retry_time", "headers", "model_path", "n_ctx", "n_threads", "default_model"}
+    {
+        "kind",
+        "base_url",
+        "api_key_env",
+        "api_key_file",
+        "timeout",
+        "max_retries",
+        "backoff",
+        "max_retry_time",
+        "headers",
+        "model_path",
+        "n_ctx",
+        "n_threads",
+        "default_model",
+    }
 )
 # Header names that carry credentials: refused in config, keys come from env vars or files.
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
@@ -92,9 +105,7 @@ class ProviderConfig:
         if self.api_key_env:
             value = os.environ.get(self.api_key_env, "").strip()
             if not value:
-                raise ProviderConfigError(
-                    f"provider {self.name!r}: environment variable {self.api_key_env} is not set"
-                )
+                raise ProviderConfigError(f"provider {self.name!r}: environment variable {self.api_key_env} is not set")
             return value
         if self.api_key_file:
             path = Path(self.api_key_file).expanduser()
@@ -127,9 +138,7 @@ def _fail(name: str, msg: str) -> ProviderConfigError:
 
 def _check_name(name: str) -> None:
     if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ProviderConfigError(
-            f"bad provider name {name!r}: use 1-63 of a-z 0-9 _ - (starting with a letter or digit)"
-        )
+        raise ProviderConfigError(f"bad provider name {name!r}: use 1-63 of a-z 0-9 _ - (starting with a letter or digit)")
 
 
 def _check_url(name: str, url: object) -> str:
@@ -161,8 +170,7 @@ def _check_env(name: str, var: object) -> str:
     if not isinstance(var, str) or not _ENV_RE.match(var):
         raise _fail(
             name,
-            "api_key_env must be the NAME of an environment variable (letters, digits, _), "
-            "not the key itself",
+            "api_key_env must be the NAME of an environment variable (letters, digits, _), not the key itself",
         )
     return var
 
@@ -248,8 +256,8 @@ def add_provider(
     max_retries: int | None = None,
     replace: bool = False,
 ) -> dict[str, Any]:
-    """Add ``[inference.providers.<name>]`` through ``settings.update`` (the kernel's
-    :class:`~elowen.core.settings.Settings`: atomic write, mode 0600).
+    """Add ``[inference.providers.<name>]`` through ``settings.update`` (it changes
+    ``config.toml`` through the kernel: validated, atomic write, mode 0600).
 
     ``base_url`` may be ``None`` only for ``kind = "local"``. Returns the stored table.
 
@@ -315,10 +323,20 @@ def list_providers(settings: Any, *, include_builtin: bool = False) -> list[dict
     out: list[dict[str, Any]] = []
     tables = provider_tables(settings.data)
     if include_builtin and BUILTIN_LOCAL not in tables:
-        out.append({
-            "name": BUILTIN_LOCAL, "kind": "local", "base_url": "", "api_key_env": None, "api_key_file": None,
-            "key_present": False, "timeout": None, "max_retries": 0, "error": None, "source": "builtin",
-        })
+        out.append(
+            {
+                "name": BUILTIN_LOCAL,
+                "kind": "local",
+                "base_url": "",
+                "api_key_env": None,
+                "api_key_file": None,
+                "key_present": False,
+                "timeout": None,
+                "max_retries": 0,
+                "error": None,
+                "source": "builtin",
+            }
+        )
     for name, table in sorted(tables.items()):
         raw = table if isinstance(table, Mapping) else {}
         row: dict[str, Any] = {

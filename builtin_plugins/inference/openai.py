@@ -47,10 +47,7 @@ def _message(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {"role": msg.role, "content": msg.content}
     if msg.role == "assistant" and msg.tool_calls:
         out["content"] = msg.content or None
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}}
-            for c in msg.tool_calls
-        ]
+        out["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(dict(c.arguments))}} for c in msg.tool_calls]
     return out
 
 
@@ -64,8 +61,7 @@ def build_payload(request: ChatRequest, model: str, *, stream: bool) -> dict[str
     body: dict[str, Any] = {"model": model, "messages": build_messages(request.messages)}
     if request.tools:
         body["tools"] = [
-            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}}
-            for t in request.tools
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)}} for t in request.tools
         ]
     if request.response_schema is not None:
         body["response_format"] = {

@@ -21,18 +21,19 @@ from typing import Any
 
 import trio
 
+from . import config
 from .anthropic import AnthropicProvider
 from .base import Provider
 from .config import BUILTIN_LOCAL, ProviderConfig, parse_provider, provider_tables, split_spec
-from .errors import InferenceError, UnknownProvider
-from .local import DEFAULT_LOCAL_MODEL, LocalProvider
+from .errors import InferenceError, ProviderConfigError, UnknownProvider
+from .local import DEFAULT_LOCAL_MODEL, LocalProvider, check_installed
 from .openai import OpenAIProvider
 from .types import ChatRequest, ChatResult, Delta, Usage
 from .usage import UsageLog
 
 __all__ = ["BUILTIN_LOCAL", "ChatStream", "PROVIDER_CLASSES", "Relay"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.inference")
 
 """The provider name that resolves to the embedded model when no provider of that name is
 configured."""
@@ -80,14 +81,25 @@ class Relay:
         settings_getter: returns the current settings document (``Settings.data``); read on
             every call, so provider edits apply to the next call.
         store: the kernel store (usage rows go to ``inference_usage``), or ``None``.
+        settings_updater: ``update(mutator)`` that changes ``config.toml`` (validated, atomic;
+            the plugin context's ``update_settings``), used by :meth:`add_provider` and
+            :meth:`remove_provider`; ``None``: they raise :class:`ProviderConfigError`.
         default_model: the spec used when a request's ``model_spec`` is ``""``. When this is
             ``""`` too: the configured ``kind = "local"`` provider (the one named ``local``
             first), else — only if no provider is configured at all — the embedded model
             ``local/smollm2``.
     """
 
-    def __init__(self, settings_getter: Callable[[], Mapping[str, Any]], store: Any | None = None, *, default_model: str = "") -> None:
+    def __init__(
+        self,
+        settings_getter: Callable[[], Mapping[str, Any]],
+        store: Any | None = None,
+        *,
+        default_model: str = "",
+        settings_updater: Callable[[Callable[[dict[str, Any]], None]], Any] | None = None,
+    ) -> None:
         self._settings = settings_getter
+        self._update_settings = settings_updater
         self.usage = UsageLog(store)
         self.default_model = default_model
         self._cache: dict[str, tuple[ProviderConfig, Provider]] = {}
@@ -120,6 +132,51 @@ class Relay:
             out.append({"name": BUILTIN_LOCAL, "kind": "local", "base_url": "", "source": "builtin", "error": None})
         return sorted(out, key=lambda r: r["name"])
 
+    def list_providers(self, *, include_builtin: bool = False) -> list[dict[str, Any]]:
+        """The configured providers as an admin sees them (see :func:`.config.list_providers`:
+        no key value, only whether it is present)."""
+        return config.list_providers(_SettingsView(self), include_builtin=include_builtin)
+
+    def add_provider(
+        self,
+        name: str,
+        kind: str,
+        base_url: str | None,
+        api_key_env: str | None = None,
+        *,
+        api_key_file: str | None = None,
+        timeout: float | None = None,
+        max_retries: int | None = None,
+        replace: bool = False,
+    ) -> dict[str, Any]:
+        """Add ``[inference.providers.<name>]`` (see :func:`.config.add_provider`); returns the
+        stored table.
+
+        Raises:
+            ProviderConfigError: invalid values, the provider exists and not ``replace``, or
+                the relay cannot write settings.
+        """
+        return config.add_provider(
+            _SettingsView(self),
+            name,
+            kind,
+            base_url,
+            api_key_env,
+            api_key_file=api_key_file,
+            timeout=timeout,
+            max_retries=max_retries,
+            replace=replace,
+        )
+
+    def remove_provider(self, name: str) -> None:
+        """Remove ``[inference.providers.<name>]``.
+
+        Raises:
+            UnknownProvider: no such provider is configured.
+            ProviderConfigError: the relay cannot write settings.
+        """
+        config.remove_provider(_SettingsView(self), name)
+
     def default_spec(self) -> str:
         """The spec a request with ``model_spec = ""`` uses.
 
@@ -137,9 +194,33 @@ class Relay:
         if not tables:
             return f"{BUILTIN_LOCAL}/{DEFAULT_LOCAL_MODEL}"
         raise UnknownProvider(
-            "no default model: set default_model in [plugins.inference.config] "
-            f"(e.g. '{sorted(tables)[0]}/<model>') or name a model in the request"
+            f"no default model: set default_model in [plugins.inference.config] (e.g. '{sorted(tables)[0]}/<model>') or name a model in the request"
         )
+
+    def readiness(self, spec: str = "") -> dict[str, Any]:
+        """Whether a call with ``spec`` (``""``: :meth:`default_spec`) could be made now,
+        judged without making one: ``{"spec": str, "ready": bool, "problem": str | None}``
+        (``spec``: the resolved spec when it resolves, else the one given).
+
+        Not ready (``problem`` says why): no default model, an unknown provider or no model
+        named, invalid provider settings or a missing API key, or — for a ``local`` provider —
+        llama-cpp-python or the model file missing. A remote server that is down still counts
+        as ready: only a call can tell.
+        """
+        resolved = spec
+        try:
+            resolved = spec or self.default_spec()
+            name, model = split_spec(resolved)
+            cfg = self._config(name)
+            if cfg.kind == "local":
+                check_installed(cfg)
+            else:
+                cfg.api_key()
+                if not (model or cfg.default_model):
+                    raise UnknownProvider(f"spec {resolved!r} names no model: use '{name}/<model>'")
+        except InferenceError as exc:
+            return {"spec": resolved, "ready": False, "problem": str(exc)}
+        return {"spec": resolved, "ready": True, "problem": None}
 
     def _config(self, name: str) -> ProviderConfig:
         tables = self._tables()
@@ -222,6 +303,12 @@ class Relay:
         finally:
             self._record(name, model, result, started, request.purpose)
 
+    def usage_since(self, since: str) -> dict[str, int]:
+        """Token usage since ``since`` (UTC ISO 8601), all providers: ``{"calls",
+        "input_tokens", "output_tokens"}`` (contract :class:`~elowen_sdk.services.InferenceService`)."""
+        rows = self.usage.totals(since)
+        return {key: sum(int(r[key] or 0) for r in rows) for key in ("calls", "input_tokens", "output_tokens")}
+
     def _record(self, name: str, model: str, result: ChatResult | None, started: float, purpose: str) -> None:
         latency = result.latency_ms if result else int((trio.current_time() - started) * 1000)
         self.usage.record(
@@ -240,3 +327,20 @@ class Relay:
         self._retired.clear()
         for provider in providers:
             await provider.aclose()
+
+
+class _SettingsView:
+    """``data`` and ``update(mutator)`` over a relay's settings callbacks (what the helpers of
+    :mod:`.config` take)."""
+
+    def __init__(self, relay: Relay) -> None:
+        self._relay = relay
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self._relay._settings() or {}
+
+    def update(self, mutator: Callable[[dict[str, Any]], None]) -> Any:
+        if self._relay._update_settings is None:
+            raise ProviderConfigError("this relay cannot change settings (the inference plugin lacks settings.write)")
+        return self._relay._update_settings(mutator)

@@ -32,7 +32,7 @@ from .errors import ContextTooLong, ProviderConnectionError, ProviderHTTPError, 
 
 __all__ = ["RETRY_STATUSES", "RetryPolicy", "error_detail", "iter_sse", "open_response", "retry_after"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.inference")
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 529})
 MAX_BACKOFF = 8.0

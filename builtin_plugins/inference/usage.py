@@ -16,14 +16,11 @@ from .types import Usage
 
 __all__ = ["SCHEMA_PATH", "UsageLog"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.inference")
 
 SCHEMA_PATH = Path(__file__).with_name("schema.sql")
 
-_INSERT = (
-    "INSERT INTO inference_usage (ts, provider, model, input_tokens, output_tokens, latency_ms, ok, purpose) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
+_INSERT = "INSERT INTO inference_usage (ts, provider, model, input_tokens, output_tokens, latency_ms, ok, purpose) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _utc_iso() -> str:

@@ -1,6 +1,5 @@
-"""The overseer plugin: missions, autonomy levels, the decision gate and escalations.
-
-Its destructive-action rules (:mod:`.destructive`, data in ``destructive_rules.toml``) and the
-model-output JSON repair (:mod:`.jsonrepair`) import only the standard library, so the CLI can
-use them without starting the daemon.
+"""The overseer plugin: missions, autonomy levels, the threshold rule, destructive-action
+escalation, the escalations inbox, reviews and agent Q&A. Decisions are scored by a decision
+path plugin (``overseer-relay``, ``overseer-parked``) behind the ``register_decision_paths``
+hookspec; with none enabled, every decision waits for a human.
 """

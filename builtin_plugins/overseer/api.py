@@ -2,6 +2,11 @@
 
 ==========================================  =====================================================
 ``GET /missions``                            ``?state=&limit=&cursor=`` missions the caller may see
+                                             (each with ``progress``: ``{total, done, cancelled,
+                                             open}`` task counts, or null),
+                                             and ``decision_path``: ``{"active": name | null,
+                                             "paths": [...], "waiting": n}`` (``active`` null:
+                                             every decision waits for a human)
 ``POST /missions``                           ``{name, level: "L0".."L3" | 0..3, project_id?,
                                              max_sessions?, task_ids?, engage?}`` → 201
 ``GET /missions/{id}``                       one mission
@@ -15,63 +20,46 @@
 ``POST /asks``                               ``{question, history?: bool | [str], task_id?}`` → 201
 ``GET /asks/{id}``                           ``?wait=S`` (0–60), ``seen=<status>``: long-poll
                                              while the status is still ``seen``
-``GET /overseer/poll``                       ``?wait=S`` (0–60; ``mission=`` for admins):
-                                             ``{"decision": {...} | null}``
-``POST /overseer/decide``                    ``{id, action: approve|reject|escalate|choice|answer,
-                                             confidence?, rationale?, choice?, text?}``
-``GET /overseer/agents``                     parked overseer agents (admin)
-``GET /providers``                           inference providers (admin), the embedded ``local``
-                                             included (``source: "builtin"``)
-``POST /providers``                          ``{name, kind, base_url?, api_key_env?,
-                                             api_key_file?, timeout?, max_retries?, replace?}``
-                                             → 201 (admin)
-``DELETE /providers/{name}``                 (admin)
 ==========================================  =====================================================
 
 Who may do what: agent tokens only ask (``POST /asks``, ``GET /asks/{id}`` of their own task);
-a parked overseer (user ``overseer-m<id>``) only polls and decides for its mission; admins do
-everything; members act on missions and escalations of projects they may see.
+a parked overseer's principal (the users service's ``overseer_mission``) sees none of these
+(it polls and decides through the ``overseer-parked`` plugin's routes); admins do everything;
+members see the missions and escalations of projects they may see, and act (change, add or take
+out tasks, engage/pause/resume/disengage, answer) only by the one rule,
+:meth:`elowen_sdk.Principal.may_act`: a mission's owner acts on the mission, a task's owner
+answers its decisions (exactly as ``POST /decisions/{id}`` of the agents plugin); other members
+get 403 ``not_owner``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import base64
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from elowen_sdk import HTTPError, Principal, Request, Response, Route
+from elowen_sdk.pagination import decode_cursor, page
+from elowen_sdk.services import AgentsService, TasksService, UsersService
 
 from .asks import ask_record, create_ask
 from .config import parse_level
 from .escalations import answer_action, inbox_item
 from .ids import body_id, body_ids, parse_id, path_id
 from .missions import MAX_SESSIONS, TRANSITIONS, MissionError
-from .policy import Proposal
 
 __all__ = ["routes"]
 
 MAX_WAIT = 60.0
-_OVERSEER_NAME = re.compile(r"^overseer-m(\d+)$")
 
-
-def _cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(f"o{last_id}".encode()).decode().rstrip("=")
+WAITING = frozenset({"pending", "escalated"})
+"""Decision statuses a human may still answer (the escalations inbox lists both)."""
 
 
 def _after(query: Mapping[str, str]) -> int | None:
-    cursor = query.get("cursor")
-    if not cursor:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        after = parse_id(raw[1:]) if raw.startswith("o") else None
-        if after is None:
-            raise ValueError(raw)
-        return after
-    except (ValueError, UnicodeDecodeError):
-        raise HTTPError(400, "bad_cursor", "the cursor is not valid") from None
+    """The id the ``cursor`` continues after (the SDK's cursor format); raises
+    ``BadCursor`` (400 ``bad_cursor``)."""
+    return decode_cursor(query.get("cursor"))
 
 
 def _limit(query: Mapping[str, str]) -> int:
@@ -95,9 +83,7 @@ def _wait(query: Mapping[str, str], default: float = 0.0) -> float:
 
 
 def _page(items: list[dict[str, Any]], limit: int) -> dict[str, Any]:
-    more = len(items) > limit
-    items = items[:limit]
-    return {"items": items, "next_cursor": _cursor(items[-1]["id"]) if more and items else None}
+    return page(items, limit)
 
 
 def _body(request: Request) -> dict[str, Any]:
@@ -118,11 +104,6 @@ def _admin(me: Principal) -> None:
         raise HTTPError(403, "forbidden", "admins only")
 
 
-def _overseer_mission(me: Principal) -> int | None:
-    m = _OVERSEER_NAME.match(me.name or "")
-    return int(m.group(1)) if m and me.scope == "full" and me.role == "member" else None
-
-
 class _Api:
     def __init__(self, runtime: Callable[[], Any]) -> None:
         self._runtime = runtime
@@ -130,6 +111,17 @@ class _Api:
     @property
     def rt(self) -> Any:
         return self._runtime()
+
+    def _overseer(self, me: Principal) -> int | None:
+        """The mission of a parked overseer's principal, else ``None`` (the users service
+        knows; without it nobody is taken for an overseer)."""
+        if me.scope != "full" or me.user_id is None:
+            return None
+        try:
+            users = self.rt.ctx.service(UsersService)
+        except LookupError:
+            return None
+        return users.overseer_mission(me.user_id)
 
     # ---------------------------------------------------------------- helpers
 
@@ -143,11 +135,28 @@ class _Api:
             raise HTTPError(404, "not_found", f"mission {mission_id} not found")
         return mission
 
-    @staticmethod
-    def _sees(me: Principal, mission: Mapping[str, Any]) -> bool:
+    def _acting_on(self, me: Principal, mission_id: str) -> dict[str, Any]:
+        """The mission if ``me`` may act on it (its owner or an admin); 404 when not visible,
+        403 ``not_owner`` for another member who sees it."""
+        mission = self._mission(me, mission_id)
+        if not me.may_act(mission["owner_id"], mission["project_id"]):
+            raise HTTPError(403, "not_owner", "only the mission's owner or an admin may change or run it")
+        return mission
+
+    def _task_owner(self, task_id: int | None) -> tuple[int | None, int | None]:
+        """``(owner_id, project_id)`` of a task; ``(None, None)`` when absent."""
+        if task_id is None:
+            return None, None
+        try:
+            row = self.rt.ctx.service(TasksService).exists(int(task_id))
+        except LookupError:
+            return None, None
+        return (row.get("owner_id"), row.get("project_id")) if row is not None else (None, None)
+
+    def _sees(self, me: Principal, mission: Mapping[str, Any]) -> bool:
         if me.is_admin:
             return True
-        if _overseer_mission(me) is not None:
+        if self._overseer(me) is not None:
             return False
         if mission["project_id"] is None:
             return mission["owner_id"] is not None and mission["owner_id"] == me.user_id
@@ -156,14 +165,17 @@ class _Api:
     def _sees_task(self, me: Principal, task_id: int | None) -> bool:
         if me.is_admin:
             return True
-        if task_id is None or me.scope != "full" or _overseer_mission(me) is not None:
+        if task_id is None or me.scope != "full" or self._overseer(me) is not None:
             return False
-        row = self.rt.store.query_one("SELECT project_id FROM tasks WHERE id = ?", (task_id,))
+        try:
+            row = self.rt.ctx.service(TasksService).exists(task_id)
+        except LookupError:
+            return False
         return row is not None and me.can_see_project(row["project_id"])
 
     def _wake(self) -> None:
         with contextlib.suppress(LookupError):
-            self.rt.ctx.service("agents").wake()
+            self.rt.ctx.service(AgentsService).wake()
 
     def _mission_call(self, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
@@ -179,13 +191,15 @@ class _Api:
         _full(req.principal)
         state = req.query.get("state") or None
         limit = _limit(req.query)
-        items = [m for m in self.rt.missions.list(state=state, after=_after(req.query), limit=10_000) if self._sees(req.principal, m)]
-        return _page(items[: limit + 1], limit)
+        items = [m for m in self.rt.missions.list_missions(state=state, after=_after(req.query), limit=10_000) if self._sees(req.principal, m)]
+        out = _page(items[: limit + 1], limit)
+        out["items"] = [{**m, "progress": self.rt.missions.progress(m)} for m in out["items"]]
+        return {**out, "decision_path": self.rt.autopilot.status()}
 
     def create_mission(self, req: Request) -> Response:
         me = req.principal
         _full(me)
-        if _overseer_mission(me) is not None:
+        if self._overseer(me) is not None:
             raise HTTPError(403, "forbidden", "an overseer cannot create missions")
         body = _body(req)
         name = body.get("name")
@@ -206,17 +220,24 @@ class _Api:
         max_sessions = body.get("max_sessions", 0)
         if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or not 0 <= max_sessions <= MAX_SESSIONS:
             raise HTTPError(422, "validation_error", f"max_sessions must be an integer in 0..{MAX_SESSIONS}")
-        mission = self._mission_call(lambda: self.rt.missions.create(
-            name=name, level=level, project_id=project_id, max_sessions=max_sessions, task_ids=task_ids,
-            owner_id=me.user_id, engage=bool(body.get("engage", False)),
-        ))
+        mission = self._mission_call(
+            lambda: self.rt.missions.create(
+                name=name,
+                level=level,
+                project_id=project_id,
+                max_sessions=max_sessions,
+                task_ids=task_ids,
+                owner_id=me.user_id,
+                engage=bool(body.get("engage", False)),
+            )
+        )
         return Response(mission, status=201)
 
     def get_mission(self, req: Request) -> dict[str, Any]:
         return self._mission(req.principal, req.params["id"])
 
     def patch_mission(self, req: Request) -> dict[str, Any]:
-        mission = self._mission(req.principal, req.params["id"])
+        mission = self._acting_on(req.principal, req.params["id"])
         body = dict(_body(req))
         if "level" in body:
             try:
@@ -226,20 +247,20 @@ class _Api:
         return self._mission_call(lambda: self.rt.missions.update(mission["id"], body))
 
     def add_tasks(self, req: Request) -> dict[str, Any]:
-        mission = self._mission(req.principal, req.params["id"])
+        mission = self._acting_on(req.principal, req.params["id"])
         task_ids = body_ids(_body(req).get("task_ids"), "task_ids")
         if not all(self._sees_task(req.principal, t) for t in task_ids):
             raise HTTPError(404, "not_found", "a task in task_ids was not found")
         return self._mission_call(lambda: self.rt.missions.add_tasks(mission["id"], task_ids))
 
     def remove_task(self, req: Request) -> dict[str, Any]:
-        mission = self._mission(req.principal, req.params["id"])
+        mission = self._acting_on(req.principal, req.params["id"])
         task_id = path_id(req.params["task_id"], "task")
         return self._mission_call(lambda: self.rt.missions.remove_task(mission["id"], task_id))
 
     def _transition(self, verb: str) -> Callable[[Request], dict[str, Any]]:
         def handler(req: Request) -> dict[str, Any]:
-            mission = self._mission(req.principal, req.params["id"])
+            mission = self._acting_on(req.principal, req.params["id"])
             reason = _body(req).get("reason")
             if reason is not None and not isinstance(reason, str):
                 raise HTTPError(422, "validation_error", "reason must be a string")
@@ -263,14 +284,16 @@ class _Api:
         after = _after(req.query)
         out: list[dict[str, Any]] = []
         try:
-            decisions = self.rt.autopilot.decisions()
+            self.rt.autopilot.decisions()
         except LookupError:
             return _page([], limit)  # no agents plugin, no agent decisions to escalate
         while len(out) <= limit:
-            batch = decisions.list(status="escalated", after=after, limit=500)
+            # every decision a human may answer: escalated ones and those still pending (in a
+            # mission or not; the CLI, the web inbox and its badge all read this list)
+            batch = self.rt.autopilot.list_decisions(after=after, limit=500)
             if not batch:
                 break
-            out += [inbox_item(d, self.rt.store, self.rt.missions) for d in batch if self._sees_task(me, d.get("task_id"))]
+            out += [inbox_item(d, self.rt.ctx, self.rt.missions) for d in batch if d.get("status") in WAITING and self._sees_task(me, d.get("task_id"))]
             after = batch[-1]["id"]
         return _page(out[: limit + 1], limit)
 
@@ -281,6 +304,8 @@ class _Api:
         decision = self._decisions().get(decision_id)
         if decision is None or not self._sees_task(me, decision.get("task_id")):
             raise HTTPError(404, "not_found", f"decision {decision_id} not found")
+        if not me.may_act(*self._task_owner(decision.get("task_id"))):
+            raise HTTPError(403, "not_owner", "only the task's owner or an admin may answer its decisions")
         if decision["status"] not in ("escalated", "pending"):
             raise HTTPError(409, "already_decided", f"decision {decision_id} is {decision['status']}")
         try:
@@ -289,14 +314,18 @@ class _Api:
             raise HTTPError(422, "validation_error", str(exc)) from None
         try:
             result = await self._decisions().decide(
-                decision_id, action, choice=choice, text=text, rationale=rationale, decided_by=f"user:{me.user_id}",
+                decision_id,
+                action,
+                choice=choice,
+                text=text,
+                rationale=rationale,
+                decided_by=f"user:{me.user_id}",
             )
         except Exception as exc:
             if hasattr(exc, "status") and hasattr(exc, "code"):
                 raise HTTPError(exc.status, exc.code, getattr(exc, "message", str(exc))) from None
             raise
-        self.rt.parked.forget(decision_id)
-        return inbox_item(result, self.rt.store, self.rt.missions)
+        return inbox_item(result, self.rt.ctx, self.rt.missions)
 
     # ---------------------------------------------------------------- asks
 
@@ -309,7 +338,7 @@ class _Api:
         if me.scope == "agent":
             task_id = me.task_id
         else:
-            if _overseer_mission(me) is not None:
+            if self._overseer(me) is not None:
                 raise HTTPError(403, "forbidden", "an overseer cannot ask")
             task_id = body.get("task_id")
             if task_id is not None:
@@ -328,9 +357,20 @@ class _Api:
         wait = _wait(req.query)
         decisions = self._decisions()
         decision = decisions.get(decision_id)
-        visible = decision is not None and decision["kind"] == "message" and (
-            (me.scope == "agent" and decision.get("task_id") == me.task_id)
-            or (me.scope == "full" and (decision.get("task_id") is None and (me.is_admin or (decision.get("payload") or {}).get("asker") == me.name) or self._sees_task(me, decision.get("task_id"))))
+        visible = (
+            decision is not None
+            and decision["kind"] == "message"
+            and (
+                (me.scope == "agent" and decision.get("task_id") == me.task_id)
+                or (
+                    me.scope == "full"
+                    and (
+                        decision.get("task_id") is None
+                        and (me.is_admin or (decision.get("payload") or {}).get("asker") == me.name)
+                        or self._sees_task(me, decision.get("task_id"))
+                    )
+                )
+            )
         )
         if not visible:
             raise HTTPError(404, "not_found", f"ask {decision_id} not found")
@@ -344,119 +384,6 @@ class _Api:
             await self.rt.autopilot.wait_decided(decision_id, wait, still_open)
             decision = decisions.get(decision_id)
         return ask_record(decision)
-
-    # ---------------------------------------------------------------- parked overseer
-
-    def _poller_mission(self, me: Principal, requested: Any) -> int:
-        own = _overseer_mission(me)
-        if own is not None:
-            return own
-        if not me.is_admin:
-            raise HTTPError(403, "forbidden", "only a mission's overseer agent (or an admin) polls decisions")
-        if requested in (None, ""):
-            raise HTTPError(422, "validation_error", "mission is required for admins")
-        return body_id(requested, "mission", strings=True)
-
-    async def poll(self, req: Request) -> dict[str, Any]:
-        mission_id = self._poller_mission(req.principal, req.query.get("mission"))
-        if not self.rt.config.overseer_exec:
-            raise HTTPError(409, "no_parked_overseer", "overseer_exec is not set: decisions go through the relay path")
-        wait = _wait(req.query, default=25.0)
-        decision = await self.rt.parked.poll(mission_id, wait, claimer=req.principal.name)
-        return {"decision": decision}
-
-    async def decide(self, req: Request) -> dict[str, Any]:
-        body = _body(req)
-        mission_id = self._poller_mission(req.principal, body.get("mission"))
-        decision_id = body_id(body.get("id"), "id")
-        parked = self.rt.parked
-        if parked.mission_of_queued(decision_id) != mission_id:
-            raise HTTPError(404, "not_found", f"decision {decision_id} is not waiting for mission {mission_id}'s overseer")
-        action = body.get("action")
-        if action not in ("approve", "reject", "escalate", "choice", "answer"):
-            raise HTTPError(422, "validation_error", "action must be approve, reject, escalate, choice or answer")
-        confidence = body.get("confidence")
-        if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1):
-            raise HTTPError(422, "validation_error", "confidence must be a number in 0..1")
-        choice = body.get("choice")
-        if action == "choice" and (isinstance(choice, bool) or not isinstance(choice, int) or not 1 <= choice <= 1000):
-            raise HTTPError(422, "validation_error", "choice must be the option number (≥ 1)")
-        text = body.get("text")
-        rationale = body.get("rationale") or ""
-        if (text is not None and not isinstance(text, str)) or not isinstance(rationale, str):
-            raise HTTPError(422, "validation_error", "text and rationale must be strings")
-        proposal = Proposal(action, None if confidence is None else float(confidence), rationale, f"agent:{req.principal.name}", choice=choice, text=text)
-        result = await parked.decide(decision_id, proposal)
-        if result is None:
-            raise HTTPError(409, "already_decided", f"decision {decision_id} was decided meanwhile")
-        return result
-
-    def agents(self, req: Request) -> dict[str, Any]:
-        _admin(req.principal)
-        return {"items": self.rt.parked.list(), "next_cursor": None}
-
-    # ---------------------------------------------------------------- providers
-
-    def _settings(self) -> Any:
-        """The settings as the inference helpers want them (``.data``, ``.update(mutator)``),
-        written through ``ctx.update_settings`` (validated, atomic, reconciled)."""
-        return _SettingsView(self.rt.ctx)
-
-    def list_providers(self, req: Request) -> dict[str, Any]:
-        _admin(req.principal)
-        from elowen_builtins.inference import list_providers
-
-        return {"items": list_providers(self._settings(), include_builtin=True), "next_cursor": None}
-
-    def add_provider(self, req: Request) -> Response:
-        _admin(req.principal)
-        from elowen_builtins.inference import InferenceError, add_provider, list_providers
-
-        body = _body(req)
-        name, kind = body.get("name"), body.get("kind")
-        if not isinstance(name, str) or not isinstance(kind, str):
-            raise HTTPError(422, "validation_error", "name and kind are required")
-        for key in ("base_url", "api_key_env", "api_key_file"):
-            if body.get(key) is not None and not isinstance(body[key], str):
-                raise HTTPError(422, "validation_error", f"{key} must be a string")
-        for key in ("timeout", "max_retries"):
-            if body.get(key) is not None and (isinstance(body[key], bool) or not isinstance(body[key], int | float)):
-                raise HTTPError(422, "validation_error", f"{key} must be a number")
-        try:
-            add_provider(
-                self._settings(), name, kind, body.get("base_url"), body.get("api_key_env"),
-                api_key_file=body.get("api_key_file"), timeout=body.get("timeout"),
-                max_retries=body.get("max_retries"), replace=bool(body.get("replace", False)),
-            )
-        except InferenceError as exc:
-            status, code = (409, "conflict") if "already exists" in str(exc) else (422, "validation_error")
-            raise HTTPError(status, code, str(exc)) from None
-        row = next((p for p in list_providers(self._settings()) if p["name"] == name), {"name": name})
-        return Response(row, status=201)
-
-    def remove_provider(self, req: Request) -> dict[str, Any]:
-        _admin(req.principal)
-        from elowen_builtins.inference import UnknownProvider, remove_provider
-
-        try:
-            remove_provider(self._settings(), req.params["name"])
-        except UnknownProvider as exc:
-            raise HTTPError(404, "not_found", str(exc)) from None
-        return {"deleted": req.params["name"]}
-
-
-class _SettingsView:
-    """``data`` and ``update`` over a plugin context (needs ``settings.write`` to write)."""
-
-    def __init__(self, ctx: Any) -> None:
-        self._ctx = ctx
-
-    @property
-    def data(self) -> Mapping[str, Any]:
-        return self._ctx.settings
-
-    def update(self, mutator: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        return self._ctx.update_settings(mutator)
 
 
 def routes(runtime: Callable[[], Any]) -> list[Route]:
@@ -476,11 +403,5 @@ def routes(runtime: Callable[[], Any]) -> list[Route]:
         Route("POST", "/escalations/{id}", api.answer_escalation, "Answer an escalated decision"),
         Route("POST", "/asks", api.create_ask, "Ask the autopilot a question (elowen ask)"),
         Route("GET", "/asks/{id}", api.get_ask, "An ask and its answer (long-poll with ?wait=S)"),
-        Route("GET", "/overseer/poll", api.poll, "Next decision for a parked overseer agent (long-poll)"),
-        Route("POST", "/overseer/decide", api.decide, "A parked overseer agent's answer"),
-        Route("GET", "/overseer/agents", api.agents, "Parked overseer agents"),
-        Route("GET", "/providers", api.list_providers, "Inference providers"),
-        Route("POST", "/providers", api.add_provider, "Add an inference provider"),
-        Route("DELETE", "/providers/{name}", api.remove_provider, "Remove an inference provider"),
     ]
     return out

@@ -1,5 +1,5 @@
 """Agent Q&A (``elowen ask``): a question becomes a ``message`` decision; the autopilot
-answers it through the relay or escalates it to a human; the asker long-polls for the answer.
+asks the active decision path or escalates it to a human; the asker long-polls for the answer.
 
 An ask as the API shows it::
 
@@ -13,6 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from elowen_sdk.services import TasksService
+from elowen_sdk.services.agents import AgentsService
+
+from .autopilot import service
+
 __all__ = ["MAX_QUESTION", "ask_record", "create_ask"]
 
 MAX_QUESTION = 8000
@@ -25,11 +30,11 @@ def _history(autopilot: Any, task_id: int) -> list[dict[str, Any]]:
     """The task's recent progress notes and earlier questions with their answers."""
     out: list[dict[str, Any]] = []
     try:
-        notes = autopilot.ctx.service("tasks").progress_log(task_id, limit=HISTORY_ITEMS)
+        notes = autopilot.ctx.service(TasksService).progress_log(task_id, limit=HISTORY_ITEMS)
     except LookupError:
         notes = []
     out += [{"progress": n["text"], "at": n["ts"]} for n in notes]
-    for d in autopilot.decisions().list(task_id=task_id, kind="message", limit=500)[-HISTORY_ITEMS:]:
+    for d in autopilot.list_decisions(task_id=task_id, kind="message", limit=500)[-HISTORY_ITEMS:]:
         record = ask_record(d)
         out.append({"question": record["question"], "answer": record["answer"], "status": record["status"]})
     return out
@@ -59,8 +64,11 @@ def create_ask(autopilot: Any, *, question: str, task_id: int | None, asker: str
         raise ValueError("history must be true/false or a list of strings")
     session = None
     if task_id is not None:
-        row = autopilot.store.query_one("SELECT session FROM agent_sessions WHERE task_id = ? AND state = 'running' ORDER BY attempt DESC LIMIT 1", (task_id,))
-        session = row["session"] if row else None
+        try:
+            running = service(autopilot.ctx, AgentsService).sessions(task_id=task_id, state="running", limit=1)
+        except LookupError:
+            running = []
+        session = running[0]["session"] if running else None
     decision = autopilot.decisions().create("message", task_id=task_id, session=session, payload=payload)
     autopilot.submit(decision)
     return ask_record(decision)

@@ -1,20 +1,25 @@
-"""The autopilot: routes every decision the overseer is responsible for and carries out the
-result through the agents plugin's ``decisions`` service.
+"""The autopilot: routes every decision the overseer is responsible for to a decision path
+or a human, and carries out the result through the agents plugin's ``decisions`` service.
 
-Flow of one decision (:meth:`Autopilot.process`)::
+Decisions arrive by the ``decision.created`` event (and by a sweep, after a restart). Flow of
+one decision (:meth:`Autopilot.process`)::
 
     task's mission (or [config] default_level)  ── none ──▶ left pending for a human
     mission paused / stalled                     ──────────▶ escalate
     kind "check" (a silent agent)                ──────────▶ escalate
     destructive request (policy.destructive_reasons) ─────▶ escalate, confidence 1.0
+    request not understood (policy.not_understood, rule 1) ▶ escalate, with the screen
     L0                                           ──────────▶ escalate (proposes only)
-    overseer_exec set                            ──────────▶ queued for the parked overseer
-    else relay path: the model's proposal (or the no-model rule) → policy.finalize → decide
+    no decision path takes it                    ──────────▶ left pending for a human
+    else the active path's propose(request) → Proposal → policy.finalize → decide
+                                             → None: the path submits later (MissionsService)
 
-The level is read again when an answer is applied, so a level change takes effect at once,
-also for decisions already handed to a parked overseer. The gate installed in the agents
-plugin returns ``None`` at once and processing runs in the overseer's own nursery: no gate
-timeout can cut a slow model short (PITFALLS 15).
+The active path is the enabled :class:`~elowen_sdk.services.missions.DecisionPath` of highest
+priority that takes the request (``overseer-parked`` 10 over ``overseer-relay`` 0). The level
+is read again when a proposal is applied, so a level change takes effect at once, also for
+decisions a path holds. Paths run in the overseer's own nursery with no deadline (PITFALLS
+15). When a path goes away, the decisions it held (asked, or in flight) are routed again:
+none is lost.
 """
 
 from __future__ import annotations
@@ -22,27 +27,51 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import trio
 
+from elowen_sdk.contracts import contract_name
+from elowen_sdk.services.agents import AgentsService, DecisionsService
+from elowen_sdk.services.missions import DecisionPath, DecisionRequest, Proposal
+from elowen_sdk.services.tasks import TasksService
+from elowen_sdk.services.tmux import TmuxService
+
 from .config import OverseerConfig
-from .gate import relay_proposal
 from .missions import MissionStore
-from .policy import Final, Proposal, destructive_reasons, finalize, no_model_proposal
+from .policy import APPROVALS, Final, destructive_reasons, finalize, not_understood
 
-__all__ = ["OPEN", "Autopilot"]
+__all__ = ["OPEN", "Autopilot", "service"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.overseer")
 
 OPEN = ("pending", "escalated")
+SCREEN_LINES = 60
+"""Most lines of the agent's screen attached to a rule-1 escalation."""
+_T = TypeVar("_T")
+
+
+def service(ctx: Any, contract: type[_T]) -> _T:
+    """``ctx.service`` typed by ``contract`` (raises ``LookupError`` when it is not offered)."""
+    return cast(_T, ctx.service(contract_name(contract)))
+
+
+@dataclass(slots=True)
+class _Held:
+    """A decision the overseer is handling: ``path`` is the path asked (``None``: no path took
+    it, it waits for a human or for a path to appear); ``scope`` cancels a call in flight."""
+
+    path: str | None = None
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
 class Autopilot:
     """One per enable of the overseer plugin.
 
     Args:
-        ctx: the plugin context (store, services ``decisions``, ``inference``, ``tasks``).
+        ctx: the plugin context (store, services ``decisions``, ``agents``, ``tasks``).
         config: :class:`OverseerConfig`.
         missions: the :class:`MissionStore`.
     """
@@ -52,46 +81,67 @@ class Autopilot:
         self.config = config
         self.missions = missions
         self.store = ctx.store
-        self.parked: Any = None  # the ParkedOverseers, set by the plugin
         self.reviews: Any = None  # a Reviews, set by the plugin
-        self._seen: set[int] = set()
+        self._held: dict[int, _Held] = {}
         self._decided: dict[int, trio.Event] = {}
-        self._limiter = trio.CapacityLimiter(config.concurrency)
         self._nursery: trio.Nursery | None = None
-        self._gate_owner: Any = None
 
     # ------------------------------------------------------------------ services
 
-    def decisions(self) -> Any:
+    def decisions(self) -> DecisionsService:
         """The agents plugin's ``decisions`` service (raises ``LookupError`` when it is off)."""
-        return self.ctx.service("decisions")
+        return service(self.ctx, DecisionsService)
 
-    def install_gate(self) -> bool:
-        """Install :meth:`gate` in the decisions service (again after the agents plugin was
-        re-enabled); returns whether a service was there."""
-        try:
-            svc = self.decisions()
-        except LookupError:
-            self._gate_owner = None
-            return False
-        if svc is not self._gate_owner:
-            svc.set_gate(self.gate)
-            self._gate_owner = svc
-        return True
+    def list_decisions(self, **filters: Any) -> list[dict[str, Any]]:
+        """``decisions.list_decisions(**filters)`` (raises ``LookupError`` when it is off)."""
+        svc: Any = self.decisions()
+        lister = getattr(svc, "list_decisions", None) or svc.list
+        return cast(list[dict[str, Any]], lister(**filters))
 
-    def remove_gate(self) -> None:
-        if self._gate_owner is not None:
+    # ------------------------------------------------------------------ paths
+
+    def paths(self) -> list[DecisionPath]:
+        """The enabled decision paths, the one asked first first (priority, then name)."""
+        found = [o.obj for o in self.ctx.contributions("decision_path").values() if isinstance(o.obj, DecisionPath)]
+        return sorted(found, key=lambda p: (-p.priority, p.name))
+
+    def path_for(self, request: DecisionRequest) -> DecisionPath | None:
+        """The path that takes ``request``, or ``None``."""
+        for path in self.paths():
             try:
-                self._gate_owner.set_gate(None)
+                if path.takes(request):
+                    return path
             except Exception:
-                log.exception("overseer: removing the gate failed")
-            self._gate_owner = None
-
-    async def gate(self, decision: Mapping[str, Any]) -> None:
-        """The decision gate (see the agents plugin's ``decisions`` module): queue the
-        decision for :meth:`process` and leave it pending meanwhile."""
-        self.submit(decision)
+                log.exception("decision path %s failed to say whether it takes decision %s", path.name, request.id)
         return None
+
+    def active_path(self) -> str | None:
+        """The highest-priority enabled path's name, or ``None``."""
+        paths = self.paths()
+        return paths[0].name if paths else None
+
+    def status(self) -> dict[str, Any]:
+        """``{"active", "paths": [{"name", "plugin", "priority", "description"}], "waiting"}``:
+        ``waiting`` counts pending decisions no path took (they wait for a human)."""
+        owned = self.ctx.contributions("decision_path")
+        paths = [{"name": p.name, "plugin": owned[p.name].plugin, "priority": p.priority, "description": p.description} for p in self.paths()]
+        waiting = sum(1 for h in self._held.values() if h.path is None)
+        return {"active": paths[0]["name"] if paths else None, "paths": paths, "waiting": waiting}
+
+    def reroute(self) -> int:
+        """Route again every held decision whose path went away, and those no path took if a
+        path is there now; returns how many."""
+        names = {p.name for p in self.paths()}
+        count = 0
+        for decision_id, held in list(self._held.items()):
+            if (held.path is None and names) or (held.path is not None and held.path not in names):
+                held.scope.cancel()
+                del self._held[decision_id]
+                self.submit(decision_id)
+                count += 1
+        if count:
+            log.info("%d decisions routed again (decision paths now: %s)", count, ", ".join(sorted(names)) or "none")
+        return count
 
     # ------------------------------------------------------------------ running
 
@@ -102,28 +152,46 @@ class Autopilot:
             task_status.started()
             await trio.sleep_forever()
 
-    def submit(self, decision: Mapping[str, Any]) -> None:
-        """Process ``decision`` in the background (once per process)."""
-        did = int(decision["id"])
-        if did in self._seen or self._nursery is None:
+    def submit(self, decision: Mapping[str, Any] | int) -> None:
+        """Process the decision in the background, unless it is already being handled."""
+        did = int(decision if isinstance(decision, int) else decision["id"])
+        if did in self._held or self._nursery is None:
             return
-        self._seen.add(did)
-        self._nursery.start_soon(self._guarded, did)
+        held = self._held[did] = _Held()
+        self._nursery.start_soon(self._guarded, did, held)
 
-    async def _guarded(self, decision_id: int) -> None:
-        try:
-            async with self._limiter:
-                await self.process(decision_id)
-        except Exception:
-            log.exception("overseer: processing decision %s failed; escalating", decision_id)
-            await self.escalate(decision_id, "the overseer failed while deciding (see the daemon log)", by="overseer:error")
+    async def _guarded(self, decision_id: int, held: _Held) -> None:
+        keep = False
+        with held.scope:
+            try:
+                keep = await self.process(decision_id, held)
+            except Exception:
+                log.exception("processing decision %s failed; escalating", decision_id)
+                await self.escalate(decision_id, "the overseer failed while deciding (see the daemon log)", by="overseer:error")
+        if not keep and self._held.get(decision_id) is held:
+            del self._held[decision_id]
+
+    def settled(self, decision: Mapping[str, Any]) -> None:
+        """A decision changed (``decision.decided``): wake its waiters; once it is no longer
+        pending, stop handling it (a call in flight is cancelled)."""
+        decision_id = int(decision["id"])
+        event = self._decided.pop(decision_id, None)
+        if event is not None:
+            event.set()
+        if decision.get("status") != "pending":
+            held = self._held.pop(decision_id, None)
+            if held is not None:
+                held.scope.cancel()
 
     async def sweep(self) -> None:
-        """(Re)install the gate and pick up open decisions not seen yet (after a restart, or
-        created while the overseer was off)."""
-        if not self.install_gate():
+        """Route again what lost its path, and pick up pending decisions not handled yet
+        (after a restart, or created while the overseer was off)."""
+        try:
+            pending = self.list_decisions(status="pending", limit=500)
+        except LookupError:
             return
-        for decision in self.decisions().list(status="pending", limit=500):
+        self.reroute()
+        for decision in pending:
             if self.level_for(decision)[1] is not None or decision["kind"] in ("review", "message"):
                 self.submit(decision)
         if self.reviews is not None:
@@ -139,71 +207,138 @@ class Autopilot:
             return mission, int(mission["level"])
         return None, self.config.fallback_level
 
-    def context(self, decision: Mapping[str, Any], mission: Mapping[str, Any] | None) -> dict[str, Any]:
-        """What the overseer is shown besides the request: the task and the mission."""
-        out: dict[str, Any] = {}
-        task_id = decision.get("task_id")
-        if task_id is not None:
-            row = self.store.query_one("SELECT id, title, description, state, summary, evidence, project_id FROM tasks WHERE id = ?", (task_id,))
-            if row is not None:
-                row["evidence"] = json.loads(row["evidence"] or "[]")
-                out["task"] = row
-        if mission is not None:
-            out["mission"] = {"id": mission["id"], "name": mission["name"], "level": f"L{mission['level']}"}
-        return out
+    def _task(self, task_id: int | None) -> dict[str, Any] | None:
+        """What a path is shown of the decision's task (from the tasks service)."""
+        if task_id is None:
+            return None
+        try:
+            task = service(self.ctx, TasksService).get(int(task_id))
+        except LookupError:  # no such task (TaskNotFound), or no tasks service
+            return None
+        return {k: task.get(k) for k in ("id", "title", "description", "state", "summary", "evidence", "project_id")}
 
     def checkout(self, decision: Mapping[str, Any]) -> tuple[str | None, str | None]:
-        """``(checkout, home)``: the task's project folder and the agent's ``$HOME``."""
+        """``(checkout, home)``: the folder the agent works in (its session's ``workdir``: the
+        task's git worktree, else the project folder) and the agent's ``$HOME`` (from the
+        agents service's session record)."""
         checkout = home = None
         task_id = decision.get("task_id")
         if task_id is not None:
-            row = self.store.query_one("SELECT p.path FROM tasks t JOIN projects p ON p.id = t.project_id WHERE t.id = ?", (task_id,))
-            checkout = row["path"] if row else None
+            try:
+                checkout = service(self.ctx, TasksService).project_path(int(task_id))
+            except LookupError:  # no tasks service
+                checkout = None
         if decision.get("session"):
-            row = self.store.query_one("SELECT env, workdir FROM agent_sessions WHERE session = ?", (decision["session"],))
-            if row is not None:
+            try:
+                session = service(self.ctx, AgentsService).session(str(decision["session"]))
+            except LookupError:
+                session = None
+            if session and session.get("workdir"):
+                checkout = str(session["workdir"])  # where the agent works: its own git worktree, when it has one
+            env = (session or {}).get("env") or {}
+            if isinstance(env, str):
                 try:
-                    home = (json.loads(row["env"] or "{}") or {}).get("HOME")
+                    env = json.loads(env) or {}
                 except ValueError:
-                    home = None
+                    env = {}
+            home = env.get("HOME") if isinstance(env, Mapping) else None
         return checkout, home
 
-    async def process(self, decision_id: int) -> None:
-        """Route one decision (see the module docstring)."""
+    def elowen_home(self) -> str | None:
+        """The daemon's home (``$ELOWEN_HOME``): the parent of ``plugins/<name>``, the plugin's data folder."""
+        data_dir = getattr(self.ctx, "data_dir", None)
+        try:
+            return str(Path(data_dir).parents[1]) if data_dir else None
+        except (TypeError, IndexError):
+            return None
+
+    async def screen(self, decision: Mapping[str, Any]) -> str:
+        """The agent's screen now (its last :data:`SCREEN_LINES` non-blank lines), ``""`` when it
+        cannot be read."""
+        try:
+            session = service(self.ctx, AgentsService).session(str(decision.get("session") or ""))
+            if not session:
+                return ""
+            text = await service(self.ctx, TmuxService).capture(str(session.get("pane_id") or session["session"]))
+        except Exception as exc:  # no tmux/agents service, the pane is gone
+            log.debug("no screen for decision %s: %s", decision.get("id"), exc)
+            return ""
+        lines = [line.rstrip() for line in str(text).splitlines()]
+        while lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(lines[-SCREEN_LINES:])
+
+    async def escalate_not_understood(self, decision: Mapping[str, Any], missing: list[str], by: str) -> dict[str, Any] | None:
+        """Rule 1: escalate ``decision`` naming the ``missing`` parts, the agent's screen attached."""
+        screen = await self.screen(decision)
+        rationale = "not understood: the request does not name " + ", ".join(missing) + "; a human must look"
+        if screen:
+            rationale += "\n\nScreen:\n" + screen
+        return await self.escalate(int(decision["id"]), rationale, by=by, confidence=1.0)
+
+    def _request(self, decision: Mapping[str, Any], mission: Mapping[str, Any] | None, level: int, checkout: str | None) -> DecisionRequest:
+        threshold = self.config.threshold(level)
+        assert threshold is not None
+        return DecisionRequest(decision, level, threshold, mission=mission, task=self._task(decision.get("task_id")), checkout=checkout)
+
+    def request(self, decision_id: int) -> DecisionRequest | None:
+        """The request for an open decision as a path would be asked now, or ``None`` (not
+        open, L0, not the overseer's business)."""
+        decision = self.decisions().get(decision_id)
+        if decision is None or decision["status"] not in OPEN:
+            return None
+        mission, level = self.level_for(decision)
+        if not level:
+            return None
+        return self._request(decision, mission, level, self.checkout(decision)[0])
+
+    async def process(self, decision_id: int, held: _Held) -> bool:
+        """Route one decision (see the module docstring); returns whether the overseer still
+        holds it (a path will submit later, or no path took it)."""
         decision = self.decisions().get(decision_id)
         if decision is None or decision["status"] != "pending":
-            return
+            return False
         mission, level = self.level_for(decision)
         kind = decision["kind"]
         if level is None and kind not in ("review", "message"):
-            return  # not the overseer's business: a human answers it
+            return False  # not the overseer's business: a human answers it
         if level is None:
             level = 0
         if mission is not None and mission["state"] != "active":
             await self.escalate(decision_id, f"mission {mission['id']} is {mission['state']}: a human decides", by="overseer:policy")
-            return
+            return False
         if kind == "check":
             await self.escalate(decision_id, "the agent has gone silent: a human should look", by="overseer:policy")
-            return
+            return False
+        checkout, home = self.checkout(decision)
         if kind == "prompt":
-            checkout, home = self.checkout(decision)
-            reasons = destructive_reasons(decision, checkout=checkout, home=home)
+            reasons = destructive_reasons(decision, checkout=checkout, home=home, elowen_home=self.elowen_home())
             if reasons:
                 await self.escalate(decision_id, "destructive: " + "; ".join(reasons), by="overseer:rules", confidence=1.0)
-                return
+                return False
+            missing = not_understood(decision)
+            if missing:
+                await self.escalate_not_understood(decision, missing, "overseer:rules")
+                return False
         if level == 0:
             await self.escalate(decision_id, "L0: the overseer proposes, a human decides", by="overseer:policy")
-            return
-        if self.config.overseer_exec and mission is not None and self.parked is not None:
-            self.parked.enqueue(decision, mission)
-            return
-        threshold = self.config.threshold(level)
-        assert threshold is not None
-        if self.config.model:
-            proposal = await relay_proposal(self.ctx.service("inference"), self.config.model, decision, self.context(decision, mission), level=level, threshold=threshold)
-        else:
-            proposal = no_model_proposal(kind, level)
+            return False
+        request = self._request(decision, mission, level, checkout)
+        path = self.path_for(request)
+        if path is None:
+            held.path = None
+            return True  # waits for a human, or for a path to be enabled
+        held.path = path.name
+        try:
+            proposal = await path.propose(request)
+        except Exception as exc:
+            log.warning("decision path %s failed on decision %s: %s", path.name, decision_id, exc)
+            await self.escalate(decision_id, f"the decision path {path.name} failed: {exc}", by=f"overseer:{path.name}")
+            return False
+        if proposal is None:
+            return True  # the path submits later (MissionsService.submit)
         await self.apply(decision_id, proposal)
+        return False
 
     async def apply(self, decision_id: int, proposal: Proposal) -> dict[str, Any] | None:
         """Finalize ``proposal`` under the level in force NOW and carry it out; returns the
@@ -218,6 +353,9 @@ class Autopilot:
         reviews_left = True
         if decision["kind"] == "review" and self.reviews is not None and decision.get("task_id") is not None:
             reviews_left = self.reviews.rejections(int(decision["task_id"])) < self.config.max_review_rejections
+        missing = not_understood(decision)
+        if missing and proposal.action in APPROVALS:  # rule 1 holds for every path's answer
+            return await self.escalate_not_understood(decision, missing, f"overseer:{proposal.source}")
         final = finalize(decision["kind"], level, proposal, self.config.threshold(level), reviews_left=reviews_left)
         return await self.carry_out(decision_id, final)
 
@@ -228,14 +366,24 @@ class Autopilot:
             rationale = f"{final.text}" + (f" ({rationale})" if rationale else "")
         try:
             return await self.decisions().decide(
-                decision_id, final.action, choice=final.choice, text=final.text,
-                rationale=rationale, decided_by=final.decided_by, confidence=final.confidence,
+                decision_id,
+                final.action,
+                choice=final.choice,
+                text=final.text,
+                rationale=rationale,
+                decided_by=final.decided_by,
+                confidence=final.confidence,
             )
         except Exception as exc:
             message = getattr(exc, "message", None) or str(exc)
-            log.warning("overseer: %s on decision %s not applied: %s", final.action, decision_id, message)
+            log.warning("%s on decision %s not applied: %s", final.action, decision_id, message)
             if final.action != "escalate":
-                return await self.escalate(decision_id, f"the overseer's {final.action} could not be carried out ({message}); {rationale}", by=final.decided_by, confidence=final.confidence)
+                return await self.escalate(
+                    decision_id,
+                    f"the overseer's {final.action} could not be carried out ({message}); {rationale}",
+                    by=final.decided_by,
+                    confidence=final.confidence,
+                )
             return None
 
     async def escalate(self, decision_id: int, rationale: str, *, by: str, confidence: float | None = None) -> dict[str, Any] | None:
@@ -246,16 +394,10 @@ class Autopilot:
                 return None
             return await self.decisions().decide(decision_id, "escalate", rationale=rationale, decided_by=by, confidence=confidence)
         except Exception as exc:
-            log.warning("overseer: escalating decision %s failed: %s", decision_id, getattr(exc, "message", exc))
+            log.warning("escalating decision %s failed: %s", decision_id, getattr(exc, "message", exc))
             return None
 
     # ------------------------------------------------------------------ waiting
-
-    def notify_decided(self, decision_id: int) -> None:
-        """A decision was decided (from the ``decision.decided`` event): wake its waiters."""
-        event = self._decided.pop(decision_id, None)
-        if event is not None:
-            event.set()
 
     async def wait_decided(self, decision_id: int, timeout: float, still_open: Callable[[], bool]) -> None:
         """Return when ``still_open()`` is false or ``timeout`` seconds passed (re-checked at

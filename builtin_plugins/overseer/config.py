@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-__all__ = ["LEVELS", "OverseerConfig", "parse_level"]
+__all__ = ["LEVELS", "MOVED_KEYS", "OverseerConfig", "moved_key_warnings", "parse_level"]
 
 LEVELS = (0, 1, 2, 3)
 """Autonomy levels: 0 plans and proposes only; 1–3 dispatch, with decreasing caution."""
@@ -26,12 +26,30 @@ def parse_level(value: Any) -> int:
     return int(text)
 
 
+MOVED_KEYS: Mapping[str, str] = {
+    "model": "[plugins.overseer-relay.config] model",
+    "concurrency": "[plugins.overseer-relay.config] concurrency",
+    "overseer_exec": "[plugins.overseer-parked.config] overseer_exec",
+    "overseer_silence": "[plugins.overseer-parked.config] overseer_silence",
+    "max_overseer_restarts": "[plugins.overseer-parked.config] max_overseer_restarts",
+    "liveness_interval": "[plugins.overseer-parked.config] liveness_interval",
+    "url": "[plugins.agents.config] url (the parked overseer's ELOWEN_URL is the agents' daemon URL)",
+}
+"""Keys of ``[plugins.overseer.config]`` that moved to the plugin that uses them → where they
+live now. They are still accepted (an old ``config.toml`` stays valid) but ignored."""
+
+
+def moved_key_warnings(settings: Mapping[str, Any]) -> list[str]:
+    """One sentence per moved key that ``config.toml`` (``settings``, the whole mapping) still
+    sets in ``[plugins.overseer.config]``."""
+    raw = ((settings.get("plugins") or {}).get("overseer") or {}).get("config") or {}
+    return [f"[plugins.overseer.config] {key} is ignored: it moved to {where}" for key, where in MOVED_KEYS.items() if key in raw]
+
+
 @dataclass(frozen=True, slots=True)
 class OverseerConfig:
     """See the manifest for each key. Intervals in seconds (monotonic clock); thresholds 0..1."""
 
-    model: str = ""
-    overseer_exec: str = ""
     threshold_l1: float = 0.85
     threshold_l2: float = 0.6
     threshold_l3: float = 0.6
@@ -39,11 +57,6 @@ class OverseerConfig:
     max_review_rejections: int = 2
     reviews: bool = True
     sweep_interval: float = 30.0
-    liveness_interval: float = 5.0
-    overseer_silence: float = 300.0
-    max_overseer_restarts: int = 3
-    concurrency: int = 2
-    url: str = ""
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> OverseerConfig:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from elowen_sdk.services import TasksService
+
 __all__ = ["ANSWERS", "answer_action", "inbox_item"]
 
 ANSWERS = ("approve", "reject", "choice", "answer")
@@ -44,12 +46,17 @@ def answer_action(body: Mapping[str, Any]) -> tuple[str, int | None, str | None,
     return action, choice if action == "choice" else None, text, rationale
 
 
-def inbox_item(decision: Mapping[str, Any], store: Any, missions: Any) -> dict[str, Any]:
-    """The decision with its task and mission (see the module docstring)."""
+def inbox_item(decision: Mapping[str, Any], ctx: Any, missions: Any) -> dict[str, Any]:
+    """The decision with its task (from the tasks service of ``ctx``) and mission (see the
+    module docstring)."""
     item = dict(decision)
     task = None
     if decision.get("task_id") is not None:
-        task = store.query_one("SELECT id, title, project_id, state FROM tasks WHERE id = ?", (decision["task_id"],))
+        try:
+            record = ctx.service(TasksService).get(int(decision["task_id"]))
+            task = {k: record.get(k) for k in ("id", "title", "project_id", "state")}
+        except LookupError:  # the task is gone (TaskNotFound), or no tasks service
+            task = None
     item["task"] = task
     mission = missions.of_task(decision.get("task_id"))
     item["mission"] = {"id": mission["id"], "name": mission["name"], "level": mission["level"]} if mission else None

@@ -17,6 +17,9 @@ State changes (``POST /missions/{id}/<verb>``)::
 
 Every change publishes ``mission.created`` / ``mission.updated`` (data ``{"mission": {...}}``)
 with the mission's project. All methods are synchronous (the store's trio-thread connection).
+
+The overseer owns ``missions`` and ``mission_tasks``; what it needs of tasks and projects (does a
+task exist, in which project, how many are running) it asks the daemon's ``tasks`` service.
 """
 
 from __future__ import annotations
@@ -25,14 +28,31 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from elowen.core.store import utc_iso
+from elowen_sdk import ElowenError
+from elowen_sdk.services.tasks import TasksService
+from elowen_sdk.store import utc_iso
 
-__all__ = ["MAX_SESSIONS", "MISSION_STATES", "TRANSITIONS", "MissionConflict", "MissionError", "MissionNotFound", "MissionStore"]
+__all__ = [
+    "MAX_NAME",
+    "MAX_REASON",
+    "MAX_SESSIONS",
+    "MISSION_STATES",
+    "TRANSITIONS",
+    "MissionConflict",
+    "MissionError",
+    "MissionNotFound",
+    "MissionStore",
+    "utc_iso",
+]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.overseer")
 
 MAX_SESSIONS = 10_000
 """The largest ``max_sessions`` a mission may have (0 = no limit)."""
+MAX_NAME = 200
+"""Characters of a mission name at most."""
+MAX_REASON = 2000
+"""Characters of a state-change reason at most."""
 MISSION_STATES = ("active", "stalled", "paused", "disengaged")
 TRANSITIONS: Mapping[str, tuple[frozenset[str], str]] = {
     "engage": (frozenset({"paused", "disengaged"}), "active"),
@@ -45,7 +65,7 @@ TRANSITIONS: Mapping[str, tuple[frozenset[str], str]] = {
 _COLUMNS = "id, name, project_id, level, state, state_reason, max_sessions, overseer_restarts, owner_id, created_at, updated_at"
 
 
-class MissionError(Exception):
+class MissionError(ElowenError):
     """Base of mission errors; ``status`` and ``code`` map to the HTTP answer."""
 
     status = 422
@@ -62,17 +82,39 @@ class MissionConflict(MissionError):
     code = "conflict"
 
 
+def _name(value: Any) -> str:
+    """A mission name, stripped. Raises :class:`MissionError`: empty, longer than
+    :data:`MAX_NAME`, or holding control characters."""
+    name = str(value).strip()
+    if not name:
+        raise MissionError("name must not be empty")
+    if len(name) > MAX_NAME:
+        raise MissionError(f"name must be at most {MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise MissionError("name must not contain control characters")
+    return name
+
+
 class MissionStore:
     """Reads and writes ``missions`` / ``mission_tasks``.
 
     Args:
         store: the kernel store.
         publish: ``publish(type, data, project_id)``.
+        tasks: returns the ``tasks`` service (raises ``LookupError`` while it is not offered).
     """
 
-    def __init__(self, store: Any, publish: Callable[..., Any]) -> None:
+    def __init__(self, store: Any, publish: Callable[..., Any], tasks: Callable[[], TasksService]) -> None:
         self.store = store
         self._publish = publish
+        self._tasks = tasks
+
+    def _ledger(self) -> TasksService:
+        """The tasks service. Raises :class:`MissionConflict` (409) while it is not offered."""
+        try:
+            return self._tasks()
+        except LookupError:
+            raise MissionConflict("the tasks service is not available") from None
 
     # ------------------------------------------------------------------ reading
 
@@ -83,7 +125,7 @@ class MissionStore:
             raise MissionNotFound(f"mission {mission_id} not found")
         return self._record(row)
 
-    def list(self, *, state: str | None = None, after: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    def list_missions(self, *, state: str | None = None, after: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
         """Missions by ascending id."""
         where, params = ["1 = 1"], []
         if state is not None:
@@ -101,6 +143,19 @@ class MissionStore:
         row["running"] = self.running(row["id"])
         return row
 
+    def progress(self, mission: Mapping[str, Any]) -> dict[str, int] | None:
+        """How far ``mission`` (a record, with ``task_ids``) is: ``{"total", "done" (closed),
+        "cancelled", "open" (every other state)}`` task counts; ``None`` while the tasks
+        service is not offered."""
+        ids = [int(t) for t in mission.get("task_ids") or []]
+        try:
+            ledger = self._tasks()
+        except LookupError:
+            return None
+        done = ledger.count(ids, state="closed") if ids else 0
+        cancelled = ledger.count(ids, state="cancelled") if ids else 0
+        return {"total": len(ids), "done": done, "cancelled": cancelled, "open": len(ids) - done - cancelled}
+
     def of_task(self, task_id: int | None) -> dict[str, Any] | None:
         """The mission ``task_id`` belongs to, or ``None``."""
         if task_id is None:
@@ -113,13 +168,16 @@ class MissionStore:
         return self._record(row) if row else None
 
     def running(self, mission_id: int) -> int:
-        """Tasks of the mission that are ``in_progress`` now (the durable session count)."""
-        row = self.store.query_one(
-            "SELECT COUNT(*) AS n FROM mission_tasks mt JOIN tasks t ON t.id = mt.task_id "
-            "WHERE mt.mission_id = ? AND t.state = 'in_progress'",
-            (mission_id,),
-        )
-        return int(row["n"]) if row else 0
+        """Tasks of the mission that are ``in_progress`` now (the durable session count; 0
+        while the tasks service is not offered: then no task runs)."""
+        ids = [r["task_id"] for r in self.store.query("SELECT task_id FROM mission_tasks WHERE mission_id = ?", (mission_id,))]
+        if not ids:
+            return 0
+        try:
+            tasks = self._tasks()
+        except LookupError:
+            return 0
+        return tasks.count(ids, state="in_progress")
 
     # ------------------------------------------------------------------ the dispatch rule
 
@@ -130,7 +188,7 @@ class MissionStore:
         A task in no mission, or in a ``disengaged`` one, is not the overseer's business:
         ``True``. Otherwise only an ``active`` mission above L0 dispatches, and only while fewer
         than ``max_sessions`` of its tasks are ``in_progress`` (0 = no limit). The count is
-        read from the tasks table, so it is exact across restarts.
+        asked of the tasks service, so it is exact across restarts.
         """
         mission = self.of_task(int(task["id"])) or self._from_label(task)
         if mission is None or mission["state"] == "disengaged":
@@ -171,17 +229,17 @@ class MissionStore:
         """Create a mission (``paused``, or ``active`` with ``engage``) holding ``task_ids``.
 
         Raises:
-            MissionError: an empty name, a bad level or max_sessions.
+            MissionError: an empty name, one longer than :data:`MAX_NAME` or with control
+                characters, a bad level or max_sessions.
             MissionNotFound: a task or the project does not exist.
             MissionConflict: a task already belongs to another mission, or is in another project.
         """
-        if not name.strip():
-            raise MissionError("name must not be empty")
+        name = _name(name)
         if level not in (0, 1, 2, 3) or not 0 <= max_sessions <= MAX_SESSIONS:
             raise MissionError(f"level must be 0..3 and max_sessions in 0..{MAX_SESSIONS}")
         now = utc_iso()
         with self.store.transaction():
-            if project_id is not None and self.store.query_one("SELECT 1 AS x FROM projects WHERE id = ?", (project_id,)) is None:
+            if project_id is not None and self._ledger().project(project_id) is None:
                 raise MissionNotFound(f"project {project_id} not found")
             mission_id = self.store.execute(
                 "INSERT INTO missions (name, project_id, level, state, max_sessions, owner_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -208,7 +266,7 @@ class MissionStore:
 
     def _add_tasks(self, mission_id: int, project_id: int | None, task_ids: Iterable[int], now: str) -> None:
         for task_id in sorted(set(int(t) for t in task_ids)):
-            task = self.store.query_one("SELECT id, project_id FROM tasks WHERE id = ?", (task_id,))
+            task = self._ledger().exists(task_id)
             if task is None:
                 raise MissionNotFound(f"task {task_id} not found")
             if project_id is not None and task["project_id"] != project_id:
@@ -230,9 +288,7 @@ class MissionStore:
         self.get(mission_id)
         sets: dict[str, Any] = {}
         if "name" in changes:
-            if not str(changes["name"]).strip():
-                raise MissionError("name must not be empty")
-            sets["name"] = str(changes["name"]).strip()
+            sets["name"] = _name(changes["name"])
         if "level" in changes:
             if changes["level"] not in (0, 1, 2, 3) or isinstance(changes["level"], bool):
                 raise MissionError("level must be 0..3")
@@ -255,6 +311,8 @@ class MissionStore:
         """
         if verb not in TRANSITIONS:
             raise MissionError(f"unknown mission action {verb!r}")
+        if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+            raise MissionError(f"reason must be text of at most {MAX_REASON} characters")
         allowed, target = TRANSITIONS[verb]
         mission = self.get(mission_id)
         if mission["state"] not in allowed:
@@ -268,13 +326,14 @@ class MissionStore:
 
     def stall(self, mission_id: int, reason: str) -> dict[str, Any] | None:
         """``active`` → ``stalled`` (frozen until a human resumes it); ``None`` if it was not
-        active."""
+        active. A reason longer than :data:`MAX_REASON` is cut."""
+        reason = reason[:MAX_REASON]
         if not self.store.execute(
             "UPDATE missions SET state = 'stalled', state_reason = ?, updated_at = ? WHERE id = ? AND state = 'active'",
             (reason, utc_iso(), mission_id),
         ):
             return None
-        log.warning("overseer: mission %s stalled: %s", mission_id, reason)
+        log.warning("mission %s stalled: %s", mission_id, reason)
         return self._changed(mission_id, ["state"])
 
     def count_restart(self, mission_id: int) -> int:

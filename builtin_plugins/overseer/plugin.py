@@ -1,42 +1,85 @@
 """Plugin glue of ``overseer``: builds the :class:`Runtime` of each enable, offers the
-``missions`` service, installs the decision gate in the agents plugin, registers its loops and
-routes, and reacts to task and decision events.
-
-Service ``missions`` — the :class:`~.missions.MissionStore`; the agents scheduler asks
-``may_dispatch(task) -> bool`` before it claims a task.
+``missions`` service (:class:`~elowen_sdk.services.missions.MissionsService`), registers its
+loop and routes, and reacts to events.
 
 Events handled (``on_event``):
 
-* ``decision.created`` of kind ``check`` → the autopilot (the gate only sees prompts/questions);
-* ``decision.decided`` → wakes ``GET /asks/{id}?wait`` waiters, carries out reviews, drops the
-  decision from a parked overseer's queue;
+* ``decision.created`` → the autopilot routes it (to the active decision path, or a human);
+* ``decision.decided`` → wakes ``GET /asks/{id}?wait`` waiters, stops handling a decision
+  once it is no longer pending, carries out reviews;
+* ``plugin.enabled`` / ``plugin.disabled`` → decisions whose path went away (or that waited
+  for one) are routed again;
 * ``task.closed`` → a ``review`` decision (mission tasks);
 * ``task.created`` with a parent in a mission → the child joins that mission;
 * ``task.updated`` to ``blocked`` → the task's active mission stalls.
 
-Events published: ``mission.created``, ``mission.updated``, ``overseer.agent_spawned``,
-``overseer.agent_died``.
+Events published: ``mission.created``, ``mission.updated``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import trio
+
 from elowen_sdk import Loop, Service, hookimpl
+from elowen_sdk.services.missions import DecisionRequest, Proposal
+from elowen_sdk.services.tasks import TasksService
 
 from .api import routes
 from .autopilot import Autopilot
-from .config import OverseerConfig
+from .config import OverseerConfig, moved_key_warnings
 from .missions import MissionError, MissionStore
-from .parked import ParkedOverseers
 from .reviews import Reviews
 
-__all__ = ["Runtime", "on_event", "on_load", "on_unload", "register_loops", "register_routes", "register_services", "runtime_for"]
+__all__ = ["Missions", "Runtime", "on_event", "on_load", "on_unload", "register_loops", "register_routes", "register_services", "runtime_for"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.overseer")
+
+
+class Missions:
+    """The ``missions`` service: the :class:`MissionStore` reads, the dispatch rule, and the
+    overseer's side of the decision flow (see :class:`~elowen_sdk.services.missions.MissionsService`)."""
+
+    def __init__(self, store: MissionStore, autopilot: Autopilot) -> None:
+        self._store = store
+        self._autopilot = autopilot
+
+    def get(self, mission_id: int) -> dict[str, Any]:
+        return self._store.get(mission_id)
+
+    def list_missions(self, *, state: str | None = None, after: int | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        return self._store.list_missions(state=state, after=after, limit=limit)
+
+    def of_task(self, task_id: int | None) -> dict[str, Any] | None:
+        return self._store.of_task(task_id)
+
+    def may_dispatch(self, task: Mapping[str, Any]) -> bool:
+        return self._store.may_dispatch(task)
+
+    def threshold(self, level: int) -> float | None:
+        return self._autopilot.config.threshold(level)
+
+    def decision_path(self) -> str | None:
+        return self._autopilot.active_path()
+
+    def request(self, decision_id: int) -> DecisionRequest | None:
+        return self._autopilot.request(decision_id)
+
+    async def submit(self, decision_id: int, proposal: Proposal) -> dict[str, Any] | None:
+        return await self._autopilot.apply(decision_id, proposal)
+
+    async def escalate(self, decision_id: int, rationale: str, *, by: str) -> dict[str, Any] | None:
+        return await self._autopilot.escalate(decision_id, rationale, by=by)
+
+    def stall(self, mission_id: int, reason: str) -> dict[str, Any] | None:
+        return self._store.stall(mission_id, reason)
+
+    def count_restart(self, mission_id: int) -> int:
+        return self._store.count_restart(mission_id)
 
 
 @dataclass
@@ -48,26 +91,17 @@ class Runtime:
     missions: MissionStore
     autopilot: Autopilot
     reviews: Reviews
-    parked: ParkedOverseers
+    service: Missions
 
     @property
     def store(self) -> Any:
         return self.ctx.store
 
     async def run(self) -> None:
-        """Open the autopilot's nursery, install the gate as soon as the agents plugin is up,
-        then pick up open decisions."""
+        """Open the autopilot's nursery, then pick up open decisions."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.autopilot.run)
-            while not self.autopilot.install_gate():
-                await trio.sleep(0.2)
             await self.autopilot.sweep()
-
-    async def liveness(self) -> None:
-        """The parked overseers' liveness round (also stops them when ``overseer_exec`` is
-        empty)."""
-        if self.config.overseer_exec or self.parked.running():
-            await self.parked.liveness()
 
 
 _runtimes: dict[str, Runtime] = {}
@@ -78,25 +112,23 @@ def runtime_for(ctx: Any) -> Runtime:
     rt = _runtimes.get(ctx.name)
     if rt is None or rt.ctx is not ctx:
         config = OverseerConfig.from_mapping(ctx.config)
-        missions = MissionStore(ctx.store, ctx.publish)
+        missions = MissionStore(ctx.store, ctx.publish, lambda: ctx.service(TasksService))
         autopilot = Autopilot(ctx, config, missions)
         reviews = Reviews(autopilot)
-        parked = ParkedOverseers(autopilot)
-        autopilot.reviews, autopilot.parked = reviews, parked
-        rt = _runtimes[ctx.name] = Runtime(ctx, config, missions, autopilot, reviews, parked)
+        autopilot.reviews = reviews
+        rt = _runtimes[ctx.name] = Runtime(ctx, config, missions, autopilot, reviews, Missions(missions, autopilot))
     return rt
 
 
 @hookimpl
 def register_services(ctx: Any, register: Any) -> None:
-    register(Service("missions", runtime_for(ctx).missions))
+    register(Service("missions", runtime_for(ctx).service))
 
 
 @hookimpl
 def register_loops(ctx: Any, register: Any) -> None:
     rt = runtime_for(ctx)
     register(Loop("overseer.sweep", rt.config.sweep_interval, rt.autopilot.sweep))
-    register(Loop("overseer.liveness", rt.config.liveness_interval, rt.liveness))
 
 
 @hookimpl
@@ -107,21 +139,17 @@ def register_routes(ctx: Any, register: Any) -> None:
 
 @hookimpl
 def on_load(ctx: Any) -> None:
-    """Start the autopilot (it installs the gate once the agents plugin is up)."""
+    """Start the autopilot; name the moved config keys an old ``config.toml`` still sets."""
+    for warning in moved_key_warnings(ctx.settings):
+        ctx.log.warning("%s", warning)
     ctx.start_soon(runtime_for(ctx).run, name="overseer.run")
 
 
 @hookimpl
-async def on_unload(ctx: Any) -> None:
-    """Remove the gate and stop the parked overseer agents."""
-    rt = _runtimes.pop(ctx.name, None)
-    if rt is None:
-        return
-    rt.autopilot.remove_gate()
-    try:
-        await rt.parked.stop_all("the overseer plugin was disabled")
-    except Exception:
-        log.exception("overseer: stopping the parked overseers failed")
+def on_unload(ctx: Any) -> None:
+    """Forget this enable's runtime (its nursery is already cancelled; decisions it held stay
+    pending and are picked up by the next enable's sweep)."""
+    _runtimes.pop(ctx.name, None)
 
 
 @hookimpl
@@ -131,15 +159,13 @@ def on_event(ctx: Any, event: Any) -> None:
         return
     data = event.data
     if event.type == "decision.created":
-        decision = data.get("decision") or {}
-        if decision.get("kind") == "check":
-            rt.autopilot.submit(decision)
+        rt.autopilot.submit(data.get("decision") or {})
     elif event.type == "decision.decided":
         decision = data.get("decision") or {}
-        rt.autopilot.notify_decided(int(decision["id"]))
-        if decision.get("status") not in ("pending", "escalated"):
-            rt.parked.forget(int(decision["id"]))
+        rt.autopilot.settled(decision)
         rt.reviews.on_decided(decision)
+    elif event.type in ("plugin.enabled", "plugin.disabled", "plugin.error"):
+        rt.autopilot.reroute()
     elif event.type == "task.closed":
         rt.reviews.on_closed(data.get("task") or {})
     elif event.type == "task.created":
@@ -161,4 +187,4 @@ def _join_parent_mission(rt: Runtime, task: dict[str, Any]) -> None:
         try:
             rt.missions.add_tasks(mission["id"], [int(task["id"])])
         except MissionError as exc:
-            log.info("overseer: task %s stays out of mission %s: %s", task["id"], mission["id"], exc)
+            log.info("task %s stays out of mission %s: %s", task["id"], mission["id"], exc)

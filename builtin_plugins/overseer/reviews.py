@@ -21,11 +21,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from elowen.core.store import utc_iso
+from elowen_sdk.services import AgentsService, TasksService
+
+from .missions import utc_iso
 
 __all__ = ["Reviews"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.overseer")
 
 
 class Reviews:
@@ -80,21 +82,20 @@ class Reviews:
 
     def _reopen(self, decision: Mapping[str, Any]) -> None:
         task_id = int(decision["task_id"])
-        tasks = self.autopilot.ctx.service("tasks")
+        tasks = self.autopilot.ctx.service(TasksService)
         current = tasks.exists(task_id)
         if current is None or current["state"] != "closed":
             return
         with self.store.transaction():
             self.store.execute(
-                "INSERT INTO overseer_review_counts (task_id, rejections) VALUES (?, 1) "
-                "ON CONFLICT (task_id) DO UPDATE SET rejections = rejections + 1",
+                "INSERT INTO overseer_review_counts (task_id, rejections) VALUES (?, 1) ON CONFLICT (task_id) DO UPDATE SET rejections = rejections + 1",
                 (task_id,),
             )
         note = (decision.get("rationale") or "the reviewer gave no note").strip()
         tasks.update(task_id, {"state": "open", "resume_note": f"The review of your previous attempt rejected it: {note}"})
-        log.info("overseer: task %s reopened by review %s", task_id, decision["id"])
+        log.info("task %s reopened by review %s", task_id, decision["id"])
         with contextlib.suppress(LookupError):
-            self.autopilot.ctx.service("agents").wake()
+            self.autopilot.ctx.service(AgentsService).wake()
 
     def catch_up(self) -> None:
         """Carry out decided reviews whose outcome was not applied yet (after a restart)."""

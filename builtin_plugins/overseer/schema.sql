@@ -44,29 +44,5 @@ CREATE TABLE IF NOT EXISTS overseer_review_counts (
     rejections  INTEGER NOT NULL DEFAULT 0 CHECK (rejections >= 0)
 );
 
--- Parked overseer agents: one CLI in tmux per active mission (overseer_exec set).
--- state: running | dead (its pane died, fell back to a shell, or went silent) | stopped.
-CREATE TABLE IF NOT EXISTS overseer_agents (
-    id          INTEGER PRIMARY KEY,
-    mission_id  INTEGER NOT NULL,
-    session     TEXT    NOT NULL UNIQUE,
-    pane_id     TEXT    NOT NULL DEFAULT '',
-    provider    TEXT    NOT NULL,
-    model       TEXT    NOT NULL DEFAULT '',
-    user_id     INTEGER,
-    state       TEXT    NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'dead', 'stopped')),
-    started_at  TEXT    NOT NULL,
-    ended_at    TEXT,
-    end_reason  TEXT
-);
-CREATE INDEX IF NOT EXISTS overseer_agents_mission ON overseer_agents (mission_id, state);
-
--- Decisions handed to a mission's parked overseer, until it (or a human) decides them.
-CREATE TABLE IF NOT EXISTS overseer_queue (
-    decision_id  INTEGER PRIMARY KEY,
-    mission_id   INTEGER NOT NULL,
-    queued_at    TEXT    NOT NULL,
-    claimed_at   TEXT,
-    claimed_by   TEXT
-);
-CREATE INDEX IF NOT EXISTS overseer_queue_mission ON overseer_queue (mission_id, decision_id);
+-- The parked path's tables (overseer_agents, overseer_queue) belong to the overseer-parked
+-- plugin since schema 1 of that plugin (same names: an existing database keeps its rows).

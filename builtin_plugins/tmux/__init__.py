@@ -1,6 +1,8 @@
 """Elowen's tmux plugin: a private tmux server driven through control mode.
 
-Other plugins use it as the ``"tmux"`` service (:class:`TmuxService`); it also runs standalone
+Other plugins use it as the ``"tmux"`` service through its contract
+(``ctx.service(elowen_sdk.services.TmuxService)``), never by importing this package; the
+records and errors it exchanges are the SDK's. It also runs standalone
 (``async with open_tmux("sock") as tmux: ...``).
 """
 

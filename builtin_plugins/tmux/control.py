@@ -8,8 +8,8 @@ must not block (the reader never waits on consumers, so tmux never has to buffer
 
 from __future__ import annotations
 
-import contextlib
 import collections
+import contextlib
 import functools
 import logging
 import os
@@ -21,9 +21,9 @@ import trio
 from .errors import ControlClientClosed, TmuxCommandError, TmuxError
 from .protocol import Notification, Output, decode_octal, format_command, parse_block_line, parse_notification
 
-__all__ = ["ControlClient", "NotificationHandler", "OutputHandler", "tmux_env"]
+__all__ = ["CI_MARKERS", "ControlClient", "NotificationHandler", "OutputHandler", "tmux_env"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.tmux")
 
 NotificationHandler = Callable[[Output | Notification], None]
 """Called from the reader task for every notification; must return quickly and not raise."""
@@ -37,10 +37,28 @@ _OCTAL = {f"{i:03o}".encode(): bytes((i & 0xFF,)) for i in range(512)}
 _CLOSE_GRACE = 2.0  # seconds to wait for tmux to exit after stdin is closed
 
 
+CI_MARKERS = frozenset(
+    {"CI", "CONTINUOUS_INTEGRATION", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "TRAVIS", "TF_BUILD", "JENKINS_URL", "TEAMCITY_VERSION"}
+)
+"""Variables by which terminal programs decide they run in a CI job rather than a terminal, and
+then go headless. Sources: Gemini CLI 0.61.0 ``isHeadlessMode`` (``CI=true`` or
+``GITHUB_ACTIONS=true`` → headless, and an untrusted folder exits with status 55); the npm
+package ``is-in-ci`` used by Ink, the TUI library of several agent CLIs (``CI``,
+``CONTINUOUS_INTEGRATION`` or any ``CI_*`` name → CI); ``ci-info``'s vendor names. A tmux pane
+*is* a terminal, so none of them reach it (:func:`tmux_env`), even when the daemon itself runs
+inside a CI job."""
+
+
+def _ci_marker(name: str) -> bool:
+    return name in CI_MARKERS or name.startswith("CI_")
+
+
 def tmux_env() -> dict[str, str]:
-    """The environment for tmux client processes: ours without ``TMUX``/``TMUX_PANE``, so a
-    daemon started inside someone's tmux does not talk to (or nest in) their server."""
-    return {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE")}
+    """The environment for tmux client processes (and so the tmux server's global environment,
+    which every pane inherits): ours without ``TMUX``/``TMUX_PANE``, so a daemon started inside
+    someone's tmux does not talk to (or nest in) their server, and without the
+    :data:`CI_MARKERS`, so an agent CLI in a pane stays interactive when the daemon runs in CI."""
+    return {k: v for k, v in os.environ.items() if k not in ("TMUX", "TMUX_PANE") and not _ci_marker(k)}
 
 
 def _decode_output(data: bytes) -> bytes:
@@ -160,9 +178,7 @@ class ControlClient:
             TmuxError: tmux could not be started or could not attach (the message says why).
         """
         try:
-            proc = await trio.lowlevel.open_process(
-                self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tmux_env()
-            )
+            proc = await trio.lowlevel.open_process(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tmux_env())
         except OSError as exc:
             self._closed.set()
             raise TmuxError(f"cannot start tmux ({self._argv[0]}): {exc}") from exc
@@ -281,7 +297,7 @@ class ControlClient:
                         if found is None:
                             break
                         term, after, is_error = found
-                        lines = bytes(buf[start:term - 1]).split(b"\n") if term > start else []
+                        lines = bytes(buf[start : term - 1]).split(b"\n") if term > start else []
                         start = after
                         self._finish_block(is_error, block[1], lines)
                         block = None
@@ -319,7 +335,7 @@ class ControlClient:
                 else:
                     self._on_notification(parse_notification(line))
             except Exception:  # fail-open: a bad consumer must not stop the reader
-                log.exception("tmux %s: notification handler failed", self.label)
+                log.exception("control client %s: notification handler failed", self.label)
             return None
         framed = parse_block_line(line) if line.startswith(b"%begin ") else None
         if framed is not None:
@@ -335,7 +351,7 @@ class ControlClient:
         try:
             self._on_notification(note)
         except Exception:  # fail-open: a bad consumer must not stop the reader
-            log.exception("tmux %s: notification handler failed", self.label)
+            log.exception("control client %s: notification handler failed", self.label)
         return None
 
     def _finish_block(self, is_error: bool, flags: int, lines: list[bytes]) -> None:
@@ -345,7 +361,7 @@ class ControlClient:
                 self._attach_error = b" ".join(lines).decode("utf-8", "replace")
             return
         if not self._pending:
-            log.warning("tmux %s: reply with no pending command", self.label)
+            log.warning("control client %s: reply with no pending command", self.label)
             return
         reply = self._pending.popleft()
         if is_error:
@@ -360,7 +376,7 @@ class ControlClient:
             while chunk := await proc.stderr.receive_some(4096):
                 if len(sink) < 4096:
                     sink += chunk
-                log.debug("tmux %s stderr: %r", self.label, chunk)
+                log.debug("control client %s stderr: %r", self.label, chunk)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return  # tmux closed its stderr: nothing more to read
 

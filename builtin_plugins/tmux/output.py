@@ -10,31 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import trio
+
+from elowen_sdk.services.tmux import OutputEvent
 
 __all__ = ["OutputEvent", "OutputStream"]
 
 DEFAULT_LIMIT = 1 << 20
 """Default per-stream backlog limit: 1 MiB."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutputEvent:
-    """Bytes one pane wrote since the previous event of this stream.
-
-    Attributes:
-        pane_id: ``%N``.
-        data: raw terminal bytes (UTF-8 may be split across events; escape sequences included).
-        lost: output before ``data`` was dropped (slow consumer, or tmux paused the pane).
-        ts: ``time.monotonic()`` when the first byte of ``data`` reached Elowen (seconds).
-    """
-
-    pane_id: str
-    data: bytes
-    lost: bool = False
-    ts: float = 0.0
 
 
 class OutputStream:
@@ -66,7 +50,7 @@ class OutputStream:
             self._size = 0
             self._lost_next = True
             if len(data) > self._limit:
-                data = data[-self._limit:]
+                data = data[-self._limit :]
         if self._chunks and self._chunks[-1][0] == pane_id and not self._lost_next:
             self._chunks[-1][1].extend(data)
         else:

@@ -1,5 +1,6 @@
-"""Plugin glue: offers the ``"tmux"`` service and runs its control client in the plugin's
-nursery while the plugin is enabled."""
+"""Plugin glue: offers the ``"tmux"`` service (contract :class:`elowen_sdk.services.TmuxService`;
+consumers ask ``ctx.service(TmuxService)`` and catch the errors of :mod:`elowen_sdk.errors`)
+and runs its control client in the plugin's nursery while the plugin is enabled."""
 
 from __future__ import annotations
 

@@ -44,7 +44,7 @@ def quote_arg(arg: str) -> str:
         return "'" + arg.replace("'", "'\"'\"'") + "'"
     # A double-quoted word starting with ~ gets home-directory expansion: keep ~ single-quoted.
     lead = "'~'" if arg.startswith("~") else ""
-    return lead + '"' + _DQ_RE.sub(_dq_escape, arg[len(lead) and 1:]) + '"'
+    return lead + '"' + _DQ_RE.sub(_dq_escape, arg[len(lead) and 1 :]) + '"'
 
 
 def _dq_escape(m: re.Match[str]) -> str:
@@ -111,7 +111,7 @@ def parse_block_line(line: bytes) -> tuple[str, bytes, int] | None:
     for kind in ("begin", "end", "error"):
         prefix = b"%" + kind.encode() + b" "
         if line.startswith(prefix):
-            parts = line[len(prefix):].split(b" ")
+            parts = line[len(prefix) :].split(b" ")
             if len(parts) == 3 and all(p.isdigit() for p in parts):
                 return kind, parts[0] + b" " + parts[1], int(parts[2])
             return None

@@ -20,10 +20,11 @@ import contextlib
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import trio
+
+from elowen_sdk.services.tmux import SendResult
 
 from .errors import SubmitNotConfirmed
 
@@ -43,17 +44,6 @@ class _Tmux(Protocol):
     async def capture(self, target: str, *, escapes: bool = False) -> str: ...
 
     async def load_buffer(self, name: str, data: bytes) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SendResult:
-    """What ``send_text`` did: ``pasted`` (a paste buffer was used), ``enters`` (Enter presses:
-    0 when ``submit=False``, 2 when the first was not taken), ``verified`` (the check ran and
-    passed)."""
-
-    pasted: bool
-    enters: int
-    verified: bool
 
 
 def check_key(key: str) -> str:

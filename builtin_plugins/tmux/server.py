@@ -21,12 +21,14 @@ import contextlib
 import logging
 import os
 import shlex
+import signal
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import trio
+
+from elowen_sdk.services.tmux import PaneInfo, Spawned
 
 from . import send as _send
 from .control import ControlClient, tmux_env
@@ -37,7 +39,7 @@ from .protocol import Notification, Output
 
 __all__ = ["HUB_SESSION", "PaneInfo", "Spawned", "TmuxService", "open_tmux"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.tmux")
 
 HUB_SESSION = "_elowen_control"
 """The session the command client attaches to; hidden from :meth:`TmuxService.list_sessions`."""
@@ -45,39 +47,6 @@ HUB_SESSION = "_elowen_control"
 _ENV_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _PANE_FORMAT = "#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}\t#{pane_width}\t#{pane_height}\t#{session_name}\t#{pane_current_command}"
 _NOT_FOUND = ("can't find", "no such", "not found", "no server")
-
-
-@dataclass(frozen=True, slots=True)
-class Spawned:
-    """A session created by :meth:`TmuxService.spawn`: its name, pane id (``%N``) and the
-    pane's process id (the program itself: it is started with ``exec``)."""
-
-    name: str
-    pane_id: str
-    pid: int
-
-
-@dataclass(frozen=True, slots=True)
-class PaneInfo:
-    """Liveness of one pane (tmux formats ``#{pane_dead}``, ``#{pane_dead_status}``,
-    ``#{pane_current_command}``, ``#{pane_pid}``).
-
-    Attributes:
-        dead: the program exited (the pane is kept by ``remain-on-exit``).
-        dead_status: its exit status when dead (127 = command not found); ``None`` while alive
-            and for a moment after death, until tmux has reaped the process.
-        current_command: the foreground process name (the last one when dead).
-        width, height: pane size in cells.
-    """
-
-    session: str
-    pane_id: str
-    dead: bool
-    dead_status: int | None
-    current_command: str
-    pid: int
-    width: int
-    height: int
 
 
 def _is_not_found(exc: TmuxCommandError) -> bool:
@@ -203,18 +172,37 @@ class TmuxService:
             self._ready = trio.Event()
             if self._stopping:
                 return
-            log.warning("tmux: control client exited (%s); restarting", hub.exit_reason or "eof")
+            log.warning("control client exited (%s); restarting", hub.exit_reason or "eof")
             while True:
                 await trio.sleep(1.0)
                 try:
                     hub = await self._start_hub(nursery)
                     break
                 except TmuxError:
-                    log.exception("tmux: restarting the control client failed")
+                    log.exception("restarting the control client failed")
 
-    async def aclose(self) -> None:
-        """Detach every control client (sessions keep running). Idempotent."""
-        self._stopping = True
+    async def aclose(self, *, end_idle_server: bool = True) -> None:
+        """Detach every control client (sessions keep running). Idempotent.
+
+        With ``end_idle_server`` (the default), a server that holds no session but the hub is
+        ended too (``kill-server``), so a stopped daemon leaves no tmux process or socket
+        behind; a server with agent sessions is kept for re-adoption at the next start.
+        """
+        first = not self._stopping
+        self._stopping = True  # before kill-server: the hub's keeper must not restart the server
+        if end_idle_server and first:
+            # its own tmux processes, not the hub: the plugin's scope (and the hub) may be
+            # cancelled already when this runs
+            with trio.move_on_after(3):
+                try:
+                    listed = await trio.run_process(
+                        [*self.base_argv(), "list-sessions", "-F", "#{session_name}"], check=False, capture_stdout=True, capture_stderr=True, env=tmux_env()
+                    )
+                    names = [n for n in listed.stdout.decode("utf-8", "replace").split() if n != HUB_SESSION]
+                    if listed.returncode == 0 and not names:
+                        await trio.run_process([*self.base_argv(), "kill-server"], check=False, capture_stdout=True, capture_stderr=True, env=tmux_env())
+                except OSError:
+                    log.debug("checking for an idle server failed", exc_info=True)
         for w in list(self._watchers.values()):
             if w.client is not None:
                 await w.client.aclose()
@@ -278,9 +266,7 @@ class TmuxService:
             TmuxError: tmux failed.
         """
         try:
-            result = await trio.run_process(
-                [*self.base_argv(), "load-buffer", "-b", name, "-"], stdin=data, check=False, capture_stderr=True, env=tmux_env()
-            )
+            result = await trio.run_process([*self.base_argv(), "load-buffer", "-b", name, "-"], stdin=data, check=False, capture_stderr=True, env=tmux_env())
         except OSError as exc:
             raise TmuxError(f"cannot run tmux ({self.tmux}): {exc}") from exc
         if result.returncode != 0:
@@ -332,17 +318,19 @@ class TmuxService:
         client = await self._client()
         async with self._create_lock:
             try:
-                replies = await client.commands([
-                    argv,
-                    ["set-option", "-w", "-t", window, "window-size", "manual"],
-                    ["set-option", "-w", "-t", window, "remain-on-exit", "on"],
-                ])
+                replies = await client.commands(
+                    [
+                        argv,
+                        ["set-option", "-w", "-t", window, "window-size", "manual"],
+                        ["set-option", "-w", "-t", window, "remain-on-exit", "on"],
+                    ]
+                )
             except TmuxCommandError as exc:  # the first failure: new-session's, if it failed
                 if "duplicate session" in exc.message:
                     raise SessionExistsError(f"tmux session {name!r} already exists") from None
                 raise
             pane_id, pid = replies[0][0].decode().split("\t")
-        log.info("tmux: spawned %s (%s, pid %s)", name, pane_id, pid)
+        log.info("spawned %s (%s, pid %s)", name, pane_id, pid)
         return Spawned(name, pane_id, int(pid))
 
     async def has_session(self, name: str) -> bool:
@@ -359,7 +347,19 @@ class TmuxService:
         return sorted(n for n in names if n.startswith(prefix) and n != HUB_SESSION)
 
     async def kill(self, name: str) -> bool:
-        """Kill session ``name`` and its program; ``False`` when it did not exist."""
+        """Kill session ``name`` and its program; ``False`` when it did not exist.
+
+        The pane's process group gets SIGTERM first: a program may outlive ``kill-session``'s
+        SIGHUP (Gemini CLI 0.61.0 at a permission prompt keeps a child running with no tty).
+        The pane program leads its own group (tmux starts it with ``setsid``).
+        """
+        try:
+            info = await self.pane_info(name)
+        except SessionNotFoundError:
+            return False
+        if not info.dead and info.pid > 1:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(info.pid, signal.SIGTERM)
         try:
             await self.command("kill-session", "-t", session_target(name))
         except TmuxCommandError as exc:
@@ -416,8 +416,7 @@ class TmuxService:
         Raises:
             SessionNotFoundError: no such session or pane.
         """
-        argv = ["capture-pane", "-p", *(["-e"] if escapes else []), *(["-S", f"-{int(history)}"] if history > 0 else []),
-                "-t", pane_target(target)]
+        argv = ["capture-pane", "-p", *(["-e"] if escapes else []), *(["-S", f"-{int(history)}"] if history > 0 else []), "-t", pane_target(target)]
         client = await self._client()
         try:
             lines = await client.command(*argv)
@@ -516,7 +515,9 @@ class TmuxService:
         assert self._nursery is not None
         watcher = _Watcher(name)
         client = ControlClient(
-            [*self.base_argv(), "-C", "attach-session", "-t", session_target(name)], watcher.on_notification, label=f"{self.socket}/{name}",
+            [*self.base_argv(), "-C", "attach-session", "-t", session_target(name)],
+            watcher.on_notification,
+            label=f"{self.socket}/{name}",
             on_output=watcher.on_output,
         )
         watcher.client = client

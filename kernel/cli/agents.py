@@ -1,5 +1,5 @@
-"""``elowen agents [--json]``, ``elowen agents classify``, ``elowen attach TASK`` and
-``elowen decide ID``.
+"""``elowen agents [--json]``, ``elowen agents classify``, ``elowen attach TASK``,
+``elowen decide ID`` and ``elowen executors [--json]``.
 
 ``agents classify`` runs locally (no daemon): it prints the classification of a captured
 screen as JSON, so patterns for a new CLI version can be checked against a capture. It imports
@@ -19,7 +19,7 @@ import click
 from .app import App, Failure, answer_decision, json_id
 from .output import Column, echo_json, note, table
 
-__all__ = ["agents", "attach", "decide"]
+__all__ = ["agents", "attach", "decide", "executors"]
 
 SESSION_COLUMNS: list[Column] = [
     ("SESSION", "session"),
@@ -29,6 +29,7 @@ SESSION_COLUMNS: list[Column] = [
     ("MODEL", "model"),
     ("STATE", "state"),
     ("SIGNAL", "signal"),
+    ("DECISION", "decision_id"),
     ("STARTED", "started_at"),
 ]
 
@@ -50,19 +51,83 @@ def agents(ctx: click.Context, as_json: bool, show_all: bool) -> None:
         table(items, SESSION_COLUMNS, empty="(no agents running)")
 
 
+def _cli_cell(item: dict[str, Any]) -> str:
+    cli = item.get("cli")
+    if not isinstance(cli, dict):
+        return "-" if item.get("kind") != "cli" else ("plugin disabled" if not item.get("enabled") else "?")
+    if not cli.get("found"):
+        return f"NOT FOUND ({cli.get('program')})"
+    return f"{cli.get('path')}" + (f" {cli.get('version')}" if cli.get("version") else "")
+
+
+EXECUTOR_COLUMNS: list[Column] = [
+    ("NAME", "name"),
+    ("PLUGIN", "plugin"),
+    ("KIND", "kind"),
+    ("ENABLED", "enabled"),
+    ("CLI", _cli_cell),
+    ("EXAMPLES", lambda i: ", ".join(i.get("examples") or [])),
+]
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the API's answer (items, fallback, allowed) as JSON.")
+@click.pass_obj
+def executors(app: App, as_json: bool) -> None:
+    """The executors tasks can run on: each coding-agent CLI, whether its program is found
+    (path and version) or not, and the specs to pass as `task create --exec`. A task whose CLI
+    is not found is blocked at once; install the CLI (or `elowen plugin config PLUGIN
+    binary=/path/to/it`), then `elowen task reopen ID`."""
+    reply = app.api.get("/executors")
+    if as_json:
+        echo_json(reply)
+        return
+    items = reply.get("items", [])
+    table(items, EXECUTOR_COLUMNS, empty="(no executors: is the agents plugin enabled?)")
+    click.echo(f"default (a task without --exec): {reply.get('fallback')}")
+    missing = [i for i in items if isinstance(i.get("cli"), dict) and not i["cli"].get("found")]
+    for i in missing:
+        note(f"warning: {i['name']}: {i['cli'].get('program')!r} is not found; install it or `elowen plugin config {i['plugin']} binary=/path/to/it`")
+
+
 @agents.command("classify")
-@click.option("--cli", "cli", required=True, help="claude, codex, opencode or kilo.")
+@click.option("--cli", "cli", required=True, help="The executor name of an installed provider plugin (e.g. the exec name in its manifest).")
 @click.option("--cli-version", default=None, help="The CLI's version (selects version-specific patterns).")
 @click.option("--escapes", type=click.File("r", encoding="utf-8"), default=None, help="The same screen captured with -e (strike-through detection).")
 @click.argument("screen", type=click.File("r", encoding="utf-8"), metavar="FILE|-")
 def agents_classify(cli: str, cli_version: str | None, escapes: Any, screen: Any) -> None:
     """Classify a captured screen (tmux capture-pane -p) of CLI; prints JSON."""
-    from elowen_builtins.agents.screen import classify, known_clis
+    from elowen_sdk.screen import load_patterns
 
-    if cli not in known_clis():
-        raise Failure(f"unknown CLI {cli!r}; known: {', '.join(known_clis())}", 2)
-    result = classify(cli, screen.read(), version=cli_version, escapes=escapes.read() if escapes else None)
+    packages = _provider_packages()
+    if cli not in packages:
+        raise Failure(f"unknown CLI {cli!r}; installed providers: {', '.join(sorted(packages)) or 'none'}", 2)
+    result = load_patterns(packages[cli], cli_version).classify(screen.read(), escapes=escapes.read() if escapes else None)
     click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+
+
+def _provider_packages() -> dict[str, str]:
+    """Executor name → the import package of the installed plugin declaring it (manifest
+    ``[contributes] executors``) that ships a ``patterns.toml``; read from entry points and
+    manifests, without importing any plugin."""
+    from importlib import metadata
+
+    from elowen.core.discovery import ENTRY_POINT_GROUP, find_manifest
+    from elowen_sdk import ManifestError, load_manifest
+
+    found: dict[str, str] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        path = find_manifest(ep.module)
+        if path is None or not (path.parent / "patterns.toml").is_file():
+            continue
+        try:
+            manifest = load_manifest(path)
+        except ManifestError:
+            continue
+        package = ep.module.rpartition(".")[0] or ep.module
+        for name in manifest.contributes.get("executors", ()):
+            found.setdefault(str(name), package)
+    return found
 
 
 def _running_session(app: App, task_id: str) -> dict[str, Any]:

@@ -39,8 +39,8 @@ from urllib.parse import urlsplit
 import click
 
 from .app import App
-from .errors import Failure
 from .client import ApiError, Client, Unreachable
+from .errors import Failure
 from .output import Column, echo_json, note, table
 
 __all__ = ["chat"]
@@ -147,8 +147,7 @@ class _Outcome:
         self.error: str | None = None
 
 
-def _run(app: App, cid: int, text: str, *, interactive: bool, max_turns: int | None = None,
-         report_errors: bool = True) -> _Outcome:
+def _run(app: App, cid: int, text: str, *, interactive: bool, max_turns: int | None = None, report_errors: bool = True) -> _Outcome:
     """Run one turn, rendering it (``brain.error`` events too, unless not ``report_errors``:
     then the caller reports ``outcome.error``)."""
     renderer = _Renderer(app, interactive, report_errors)
@@ -195,12 +194,17 @@ def _resolve(app: App, open_id: int | None, new: bool, model: str | None, activa
 
 
 def _repl(app: App, cid: int) -> None:
+    """The interactive session. With stdin not a terminal (messages piped in), a turn that
+    failed makes the command exit 1 once stdin ends (after the remaining messages ran)."""
     interactive = sys.stdin.isatty()
+    failed: str | None = None
     note(f"conversation {cid} — /help for commands, /exit or Ctrl-D to leave")
     while True:
         try:
             text = input("you> ") if interactive else input()
         except EOFError:
+            if failed is not None and not interactive:
+                raise Failure(failed, 1) from None
             return
         except KeyboardInterrupt:
             click.echo()
@@ -209,6 +213,8 @@ def _repl(app: App, cid: int) -> None:
         if not text:
             continue
         if text in ("/exit", "/quit"):
+            if failed is not None and not interactive:
+                raise Failure(failed, 1)
             return
         if text == "/new":
             cid = _resolve(app, None, True, None)
@@ -226,9 +232,12 @@ def _repl(app: App, cid: int) -> None:
             table(app.api.get("/brain/conversations")["items"], COLUMNS)
             continue
         try:
-            _run(app, cid, text, interactive=interactive)
+            outcome = _run(app, cid, text, interactive=interactive)
+            if outcome.error is not None and outcome.error != "aborted":
+                failed = outcome.error
         except ApiError as exc:
             note(f"error: {exc.message}")
+            failed = exc.message
 
 
 @click.command()
@@ -243,8 +252,19 @@ def _repl(app: App, cid: int) -> None:
 @click.option("--json", "as_json", is_flag=True, help="JSON output (--list, --link).")
 @click.option("--link", "link_code", metavar="CODE", help="Link a chat-platform sender to you with its one-time code.")
 @click.pass_obj
-def chat(app: App, message: str | None, model: str | None, list_: bool, open_id: int | None, new: bool, activate: bool,
-         goal: str | None, max_turns: int | None, as_json: bool, link_code: str | None) -> None:
+def chat(
+    app: App,
+    message: str | None,
+    model: str | None,
+    list_: bool,
+    open_id: int | None,
+    new: bool,
+    activate: bool,
+    goal: str | None,
+    max_turns: int | None,
+    as_json: bool,
+    link_code: str | None,
+) -> None:
     """Chat with the brain (interactive unless -m, --goal, --list or --link)."""
     if link_code is not None:
         link = app.api.post("/brain/channels/link", {"code": link_code})

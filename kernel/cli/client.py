@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from elowen_sdk import ElowenError
+
 __all__ = [
     "NOT_ELOWEN",
     "PLUGIN_ROUTES",
@@ -46,15 +48,17 @@ PLUGIN_ROUTES: dict[str, str] = {
     "/missions": "overseer",
     "/escalations": "overseer",
     "/asks": "overseer",
-    "/overseer": "overseer",
-    "/providers": "overseer",
+    "/notifications": "notify",
+    "/overseer": "overseer-parked",
+    "/providers": "inference",
+    "/cron": "cron",
 }
 """Path prefix → the builtin plugin serving the routes under it (the daemon answers 404
 ``no route …`` for them while that plugin is not enabled). Third-party plugins serve theirs
 under ``/plugins/<name>/…``."""
 
 
-class ApiError(Exception):
+class ApiError(ElowenError):
     """The daemon answered with an error status.
 
     Attributes:
@@ -70,7 +74,7 @@ class ApiError(Exception):
         self.message = message
 
 
-class Unreachable(Exception):
+class Unreachable(ElowenError):
     """Nothing answered at the daemon's address (refused, reset, timed out)."""
 
     def __init__(self, url: str, reason: str) -> None:
@@ -217,9 +221,7 @@ class Client:
 
     # ------------------------------------------------------------------ requests
 
-    def request(
-        self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None, auth: bool = True, timeout: float | None = None
-    ) -> Any:
+    def request(self, method: str, path: str, *, body: Any = None, query: dict[str, Any] | None = None, auth: bool = True, timeout: float | None = None) -> Any:
         """Send one request and return the decoded JSON body (``None`` for an empty body).
         ``auth=False`` sends no token and never autostarts; ``timeout`` overrides
         :attr:`timeout` (seconds).
@@ -244,9 +246,7 @@ class Client:
         try:
             return json.loads(data)
         except ValueError:
-            raise ApiError(
-                resp.status, NOT_ELOWEN, f"HTTP {resp.status} with a non-JSON body from a non-Elowen server at {self.base_url}"
-            ) from None
+            raise ApiError(resp.status, NOT_ELOWEN, f"HTTP {resp.status} with a non-JSON body from a non-Elowen server at {self.base_url}") from None
 
     def get(self, path: str, **query: Any) -> Any:
         return self.request("GET", path, query=query)
@@ -381,10 +381,7 @@ def missing_route_hint(exc: ApiError) -> str | None:
     plugin = route_plugin(parts[3]) if len(parts) == 4 else None
     if plugin is None:
         return None
-    return (
-        f"hint: {parts[3]} is served by the {plugin} plugin; if it is not enabled (`elowen plugin list`), "
-        f"enable it with `elowen plugin enable {plugin}`"
-    )
+    return f"hint: {parts[3]} is served by the {plugin} plugin; if it is not enabled (`elowen plugin list`), enable it with `elowen plugin enable {plugin}`"
 
 
 def describe_error(exc: ApiError) -> str:

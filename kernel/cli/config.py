@@ -97,6 +97,4 @@ def load_config(environ: dict[str, str] | None = None) -> Config:
         autostart = host in _LOOPBACK
     if env.get("ELOWEN_NO_AUTOSTART", "").strip() not in ("", "0"):
         autostart = False
-    return Config(
-        url=url, home=home, explicit_token=env.get("ELOWEN_TOKEN") or None, autostart=autostart, explicit_url=bool(explicit_url)
-    )
+    return Config(url=url, home=home, explicit_token=env.get("ELOWEN_TOKEN") or None, autostart=autostart, explicit_url=bool(explicit_url))

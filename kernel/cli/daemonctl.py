@@ -26,7 +26,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
 from urllib.parse import urlsplit
 
 from .client import ApiError, Client, Unreachable
@@ -120,8 +119,15 @@ class Status:
     conflict: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "running": self.running, "pid": self.pid, "version": self.version, "url": self.url,
-                "log": self.log, "conflict": self.conflict}
+        return {
+            "name": self.name,
+            "running": self.running,
+            "pid": self.pid,
+            "version": self.version,
+            "url": self.url,
+            "log": self.log,
+            "conflict": self.conflict,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,23 +164,32 @@ def probe(service: Service, cfg: Config, timeout: float = 1.0) -> Probe:
     except Unreachable:
         return Probe("none")
     except ApiError as exc:
-        return Probe("foreign", conflict=f"port {port} is used by something that is not Elowen ({exc.message}); "
-                                         "stop it, or choose another port (ELOWEN_PORT)")
+        return Probe("foreign", conflict=f"port {port} is used by something that is not Elowen ({exc.message}); stop it, or choose another port (ELOWEN_PORT)")
     if not isinstance(body, dict) or body.get("status") != "ok" or "pid" not in body:
-        return Probe("foreign", conflict=f"port {port} is used by something that is not Elowen (its /health at {url} "
-                                         "is not Elowen's); stop it, or choose another port (ELOWEN_PORT)")
+        return Probe(
+            "foreign",
+            conflict=f"port {port} is used by something that is not Elowen (its /health at {url} "
+            "is not Elowen's); stop it, or choose another port (ELOWEN_PORT)",
+        )
     if not service.identified:
         return Probe("ours", body)
     if body.get("service") != service.name or not isinstance(body.get("home"), str):
-        return Probe("foreign", conflict=f"port {port} is used by something that is not the Elowen {service.title} "
-                                         f"(pid {body.get('pid')}); stop it, or choose another port (ELOWEN_PORT)")
+        return Probe(
+            "foreign",
+            conflict=f"port {port} is used by something that is not the Elowen {service.title} "
+            f"(pid {body.get('pid')}); stop it, or choose another port (ELOWEN_PORT)",
+        )
     from elowen.daemon.identity import home_id  # stdlib only; off the CLI's start-up path
 
     if body["home"] != home_id(cfg.home):
-        return Probe("other", body, conflict=(
-            f"port {port} is used by another Elowen instance (home {body['home']}, pid {body.get('pid')}); "
-            f"this home ({cfg.home}) is {home_id(cfg.home)}: stop that daemon, or give this home another port (ELOWEN_PORT)"
-        ))
+        return Probe(
+            "other",
+            body,
+            conflict=(
+                f"port {port} is used by another Elowen instance (home {body['home']}, pid {body.get('pid')}); "
+                f"this home ({cfg.home}) is {home_id(cfg.home)}: stop that daemon, or give this home another port (ELOWEN_PORT)"
+            ),
+        )
     return Probe("ours", body)
 
 

@@ -6,10 +6,12 @@ from typing import IO, Any
 
 import click
 
+from elowen_sdk import ElowenError
+
 __all__ = ["ControlError", "Failure"]
 
 
-class Failure(click.ClickException):
+class Failure(ElowenError, click.ClickException):
     """An expected failure: prints ``error: <message>`` on stderr and exits ``exit_code``
     (1 refused or failed, 2 usage or configuration, 3 daemon unreachable)."""
 
@@ -21,6 +23,6 @@ class Failure(click.ClickException):
         click.echo(f"error: {self.format_message()}", err=True)
 
 
-class ControlError(Exception):
+class ControlError(ElowenError):
     """Starting or stopping a background process did not succeed; the message says why and
     what to look at."""

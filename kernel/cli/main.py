@@ -38,6 +38,8 @@ COMMANDS: dict[str, str] = {
     "agents": "agents:agents",
     "attach": "agents:attach",
     "decide": "agents:decide",
+    "executors": "agents:executors",
+    "decisions": "decisions:decisions",
     "mission": "overseer:mission",
     "overseer": "overseer:overseer",
     "escalations": "overseer:escalations",
@@ -45,6 +47,11 @@ COMMANDS: dict[str, str] = {
     "provider": "overseer:provider",
     "chat": "chat:chat",
     "audit": "audit:audit",
+    "notifications": "notifications:notifications",
+    "cron": "cron:cron",
+    "memory": "memory:memory",
+    "mcp": "mcp:mcp",
+    "platforms": "platforms:platforms",
 }
 """Command name → ``module:attribute`` in this package, imported only when the command runs
 (or for ``--help``), so a command pays for its own imports only."""

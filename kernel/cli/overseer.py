@@ -70,7 +70,10 @@ def _show_mission(mission: dict[str, Any], as_json: bool) -> None:
     if as_json:
         echo_json(mission)
         return
-    fields({**mission, "level": f"L{mission['level']}"}, ["id", "name", "level", "state", "state_reason", "project_id", "max_sessions", "running", "task_ids", "created_at", "updated_at"])
+    fields(
+        {**mission, "level": f"L{mission['level']}"},
+        ["id", "name", "level", "state", "state_reason", "project_id", "max_sessions", "running", "task_ids", "created_at", "updated_at"],
+    )
 
 
 # ---------------------------------------------------------------------------- missions
@@ -180,7 +183,7 @@ def overseer() -> None:
 @click.option("--checkout", default=None, help="The task's checkout (default: --cwd).")
 def check_command(command: str, cwd: str | None, checkout: str | None) -> None:
     """Print whether COMMAND is destructive, and why, as JSON (local; no daemon)."""
-    from elowen_builtins.overseer.destructive import check_command as check
+    from elowen_sdk.destructive import check_command as check
 
     cwd = os.path.abspath(cwd or os.getcwd())
     verdict = check(command, cwd=cwd, checkout=os.path.abspath(checkout) if checkout else cwd)
@@ -216,7 +219,9 @@ def overseer_poll(app: App, timeout: float, mission_id: str | None) -> None:
 @click.option("--rationale", "-r", default="", help="Why (recorded, shown to humans; a rejected review's note).")
 @click.option("--mission", "mission_id", type=int, default=None, help="Mission id (admins only).")
 @click.pass_obj
-def overseer_decide(app: App, decision_id: int, action: str | None, choice: int | None, text: str | None, confidence: float | None, rationale: str, mission_id: int | None) -> None:
+def overseer_decide(
+    app: App, decision_id: int, action: str | None, choice: int | None, text: str | None, confidence: float | None, rationale: str, mission_id: int | None
+) -> None:
     """Answer a decision as the mission's overseer."""
     chosen = [a for a in (action, "choice" if choice is not None else None, "answer" if text is not None else None) if a]
     if len(chosen) != 1:
@@ -243,7 +248,19 @@ def overseer_agents(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(items)
     else:
-        table(items, [("ID", "id"), ("MISSION", "mission_id"), ("SESSION", "session"), ("PROVIDER", "provider"), ("STATE", "state"), ("STARTED", "started_at"), ("REASON", "end_reason")], empty="(no overseer agents)")
+        table(
+            items,
+            [
+                ("ID", "id"),
+                ("MISSION", "mission_id"),
+                ("SESSION", "session"),
+                ("PROVIDER", "provider"),
+                ("STATE", "state"),
+                ("STARTED", "started_at"),
+                ("REASON", "end_reason"),
+            ],
+            empty="(no overseer agents)",
+        )
 
 
 # ---------------------------------------------------------------------------- escalations
@@ -334,14 +351,27 @@ def provider() -> None:
 @click.option("--base-url", required=True, help="e.g. http://127.0.0.1:11434/v1 (openai) or https://api.anthropic.com.")
 @click.option("--api-key-env", default=None, help="NAME of the environment variable holding the key (never the key).")
 @click.option("--replace", is_flag=True, help="Replace a provider of that name.")
+@click.option("--default-model", "default_model", metavar="MODEL", default=None, help="Also make NAME/MODEL the default model (what chat uses).")
 @click.pass_obj
-def provider_add(app: App, name: str, kind: str, base_url: str, api_key_env: str | None, replace: bool) -> None:
-    """Add provider NAME."""
+def provider_add(app: App, name: str, kind: str, base_url: str, api_key_env: str | None, replace: bool, default_model: str | None) -> None:
+    """Add provider NAME. The brain chats with the default model: give --default-model (or set
+    `elowen plugin config inference default_model=NAME/MODEL`), else chat has none to use."""
     body: dict[str, Any] = {"name": name, "kind": kind, "base_url": base_url, "replace": replace}
     if api_key_env:
         body["api_key_env"] = api_key_env
     result = app.api.post("/providers", body)
     click.echo(f"provider {result['name']}: {result.get('kind')} {result.get('base_url')}")
+    if default_model:
+        spec = f"{name}/{default_model.strip()}"
+        app.api.patch("/plugins/inference/config", {"values": {"default_model": spec}})
+        click.echo(f"default model: {spec}")
+        return
+    try:
+        current = (app.api.get("/plugins/inference").get("config") or {}).get("default_model")
+    except Exception:  # the hint is a courtesy: never fail an add that succeeded
+        return
+    if not current:
+        note(f"hint: no default model is set, so chat has none to use: `elowen plugin config inference default_model={name}/MODEL`")
 
 
 @provider.command("list")
@@ -353,11 +383,18 @@ def provider_list(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(items)
     else:
-        table(items, [
-            ("NAME", "name"), ("KIND", "kind"), ("SOURCE", lambda p: "built-in" if p.get("source") == "builtin" else "settings"),
-            ("BASE URL", "base_url"), ("KEY", lambda p: "-" if p.get("kind") == "local" else "yes" if p.get("key_present") else "no"),
-            ("ERROR", "error"),
-        ], empty="(no providers)")
+        table(
+            items,
+            [
+                ("NAME", "name"),
+                ("KIND", "kind"),
+                ("SOURCE", lambda p: "built-in" if p.get("source") == "builtin" else "settings"),
+                ("BASE URL", "base_url"),
+                ("KEY", lambda p: "-" if p.get("kind") == "local" else "yes" if p.get("key_present") else "no"),
+                ("ERROR", "error"),
+            ],
+            empty="(no providers)",
+        )
 
 
 @provider.command("remove")

@@ -71,8 +71,7 @@ def not_enabled_message(name: str, record: dict[str, Any]) -> str:
     caps = record.get("capabilities")
     missing = [str(c) for c in (caps.get("missing") or [])] if isinstance(caps, dict) else []
     if state == "needs-approval" and missing:
-        return (f"plugin {name} needs capabilities not granted: {', '.join(missing)}; "
-                f"grant them with: elowen plugin grant {name} {' '.join(missing)}")
+        return f"plugin {name} needs capabilities not granted: {', '.join(missing)}; grant them with: elowen plugin grant {name} {' '.join(missing)}"
     reason = record.get("error") or "no reason given"
     return f"plugin {name} is {state}: {reason}; see `elowen plugin info {name}`"
 
@@ -97,12 +96,18 @@ def plugin() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list (name, version, state, source, capabilities, …).")
 @click.pass_obj
 def plugin_list(app: App, as_json: bool) -> None:
-    """List every discovered plugin and its state."""
+    """List every discovered plugin and its state; then, one line each, why a plugin is in
+    ``error`` or ``needs-approval``."""
     items = _plugins(app)
     if as_json:
         echo_json(items)
-    else:
-        table(items, PLUGIN_COLUMNS, empty="(no plugins)")
+        return
+    table(items, PLUGIN_COLUMNS, empty="(no plugins)")
+    problems = [p for p in items if p.get("state") in ("error", "needs-approval") and p.get("error")]
+    if problems:
+        click.echo("")
+        for p in problems:
+            click.echo(f"{p.get('name')}: {p.get('error')}")
 
 
 @plugin.command("info")
@@ -153,24 +158,33 @@ def plugin_info(app: App, name: str, as_json: bool) -> None:
 
 
 @plugin.command("enable")
-@click.argument("name")
+@click.argument("names", nargs=-1, required=True, metavar="NAME...")
 @click.pass_obj
-def plugin_enable(app: App, name: str) -> None:
-    """Enable a plugin (its first enable grants the capabilities it requires). Fails with one
-    message ending with the fix if it ends up not enabled; a plugin whose distribution was
-    uninstalled is refused (409 ``not_installed``)."""
-    record = app.api.post(_path(app, name, "enable"))
-    if record.get("state") != "enabled":
-        raise Failure(not_enabled_message(name, record), 1)
-    click.echo(_state_line(record))
+def plugin_enable(app: App, names: tuple[str, ...]) -> None:
+    """Enable plugins, in the order given (a first enable grants the capabilities the plugin
+    requires). Stops with one message ending with the fix at the first that ends up not
+    enabled; a plugin whose distribution was uninstalled is refused (409 ``not_installed``)."""
+    for name in names:
+        record = app.api.post(_path(app, name, "enable"))
+        if record.get("state") != "enabled":
+            raise Failure(not_enabled_message(name, record), 1)
+        click.echo(_state_line(record))
 
 
 @plugin.command("disable")
 @click.argument("name")
+@click.option("--cascade", is_flag=True, help="Also disable the enabled plugins that require it (they are disabled first).")
 @click.pass_obj
-def plugin_disable(app: App, name: str) -> None:
-    """Disable a plugin: everything it contributed is removed."""
-    click.echo(_state_line(app.api.post(_path(app, name, "disable"))))
+def plugin_disable(app: App, name: str, cascade: bool) -> None:
+    """Disable a plugin: everything it contributed is removed. Refused (exit status 1, the
+    dependents named) while enabled plugins require its services, unless --cascade."""
+    record = app.api.post(_path(app, name, "disable"), {"cascade": True} if cascade else None)
+    cascaded = list(record.get("cascaded") or [])
+    for dependent in cascaded:
+        click.echo(f"{dependent}: disabled (requires {name})")
+    click.echo(_state_line(record))
+    if cascaded:  # providers first: the order enable takes them in
+        click.echo(f"re-enable them with: elowen plugin enable {' '.join([name, *reversed(cascaded)])}")
 
 
 @plugin.command("config")
@@ -178,14 +192,19 @@ def plugin_disable(app: App, name: str) -> None:
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
 @click.pass_obj
 def plugin_config(app: App, name: str, assignments: tuple[str, ...]) -> None:
-    """Set config values (validated against the plugin's schema; an enabled plugin restarts)."""
+    """Set config values (validated against the plugin's schema; an enabled plugin restarts).
+    Exits 1, printing the reason, when the plugin ends in ``error`` or ``needs-approval``."""
     values = dict(parse_assignment(a) for a in assignments)
     record = app.api.patch(_path(app, name, "config"), {"values": values})
-    click.echo(_state_line(record))
+    failed = record.get("state") in ("error", "needs-approval")
+    if not failed:
+        click.echo(_state_line(record))
     config = record.get("config")
     if isinstance(config, dict):
         for key in values:
             click.echo(f"  {key} = {json.dumps(config.get(key, values[key]))}")
+    if failed:  # the values are saved, but the plugin does not run with them
+        raise Failure(_state_line(record), 1)
 
 
 @plugin.command("grant")
@@ -231,7 +250,9 @@ def plugin_install(app: App, spec: str, upgrade: bool) -> None:
     new = [p for p in after if p.get("name") not in before]
     changed = [p for p in after if p.get("name") in before and _upgraded(before[p["name"]], p)]
     for record in new:
-        click.echo(f"new plugin: {record.get('name')} {record.get('version')} ({record.get('state')}); enable it with `elowen plugin enable {record.get('name')}`")
+        click.echo(
+            f"new plugin: {record.get('name')} {record.get('version')} ({record.get('state')}); enable it with `elowen plugin enable {record.get('name')}`"
+        )
         if record.get("restart_required"):
             click.echo("  its old code is still loaded in the daemon: restart required to load the new code (`elowen down && elowen up`)")
     for record in changed:

@@ -9,15 +9,15 @@ like a daemon that cannot be reached; a failed stop is 1."""
 from __future__ import annotations
 
 import os
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import click
 
-from . import daemonctl
-from .app import App
 from elowen.web.launch import WEB
 
+from . import agentserver, daemonctl
+from .app import App
 from .daemonctl import DAEMON, SERVICES, Service
 from .errors import ControlError, Failure
 from .output import echo_json, note
@@ -47,13 +47,32 @@ def _start(app: App, services: tuple[Service, ...], foreground: bool) -> None:
         click.echo(f"{service.name}: running (pid {st.pid}) at {st.url}")
 
 
-def _stop(app: App, services: tuple[Service, ...], timeout: float, force: bool) -> None:
+def _stop(app: App, services: tuple[Service, ...], timeout: float, force: bool, *, end_agents: bool = False) -> None:
     for service in reversed(services):
         try:
             pid = daemonctl.stop(service, app.cfg, timeout=timeout, force=force)
         except ControlError as exc:
             raise Failure(str(exc), 1) from None
         click.echo(f"{service.name}: stopped (pid {pid})" if pid else f"{service.name}: not running")
+        if service is DAEMON:
+            _settle_agent_server(app, end_agents=end_agents)
+
+
+def _settle_agent_server(app: App, *, end_agents: bool) -> None:
+    """After the daemon stopped: end the home's tmux server when it holds no agent (or when
+    ``end_agents``), else keep it and say so."""
+    state = agentserver.server_state(app.cfg.home)
+    if not state.running:
+        return
+    if state.agents and not end_agents:
+        click.echo(
+            f"agents: {len(state.agents)} still running in tmux server -L {state.socket} "
+            f"({', '.join(state.agents)}); re-adopted at the next start; `elowen down --agents` ends them"
+        )
+        return
+    agentserver.end_server(state.socket)
+    if state.agents:
+        click.echo(f"agents: ended {len(state.agents)} ({', '.join(state.agents)}) and tmux server -L {state.socket}")
 
 
 foreground_option = click.option("--foreground", is_flag=True, help="Run attached to this terminal until Ctrl-C.")
@@ -62,8 +81,9 @@ foreground_option = click.option("--foreground", is_flag=True, help="Run attache
 def stop_options(fn: Any) -> Any:
     """``--timeout S`` (seconds after SIGTERM) and ``--force`` (SIGKILL after it)."""
     fn = click.option("--force", is_flag=True, help="Send SIGKILL if it is still running after the timeout.")(fn)
-    return click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True,
-                        help="Seconds to wait after SIGTERM.")(fn)
+    return click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait after SIGTERM.")(
+        fn
+    )
 
 
 @click.group()
@@ -73,9 +93,13 @@ def daemon() -> None:
 
 @daemon.command("start")
 @foreground_option
+@click.option("--safe", is_flag=True, help="safe mode: plugins that failed (or hung the start) last time stay off")
 @click.pass_obj
-def daemon_start(app: App, foreground: bool) -> None:
-    """Start the daemon (detached, logging to $ELOWEN_HOME/logs/daemon.log) unless it runs."""
+def daemon_start(app: App, foreground: bool, safe: bool) -> None:
+    """Start the daemon (detached, logging to $ELOWEN_HOME/logs/daemon.log) unless it runs.
+    With --safe, plugins that failed last time stay off (docs/operations.md, "Safe mode")."""
+    if safe:
+        os.environ["ELOWEN_SAFE"] = "1"  # read by the daemon process (python -m elowen.daemon)
     _start(app, (DAEMON,), foreground)
 
 
@@ -155,10 +179,13 @@ def up(app: App, foreground: bool) -> None:
 @click.command()
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=daemonctl.STOP_TIMEOUT, show_default=True, help="Seconds to wait for each process.")
 @click.option("--force", is_flag=True, help="Send SIGKILL to what is still running after the timeout.")
+@click.option("--agents", "end_agents", is_flag=True, help="Also end the coding agents still running in the home's tmux server.")
 @click.pass_obj
-def down(app: App, timeout: float, force: bool) -> None:
-    """Stop everything Elowen runs, in reverse start order."""
-    _stop(app, ALL, timeout, force)
+def down(app: App, timeout: float, force: bool, end_agents: bool) -> None:
+    """Stop everything Elowen runs, in reverse start order. Agents keep running in the home's
+    tmux server (re-adopted at the next start) unless --agents is given; a server with no
+    agent is ended."""
+    _stop(app, ALL, timeout, force, end_agents=end_agents)
 
 
 @click.group(invoke_without_command=True)

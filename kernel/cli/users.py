@@ -55,8 +55,7 @@ def user_list(app: App, as_json: bool) -> None:
     if as_json:
         echo_json(items)
     else:
-        columns = [("ID", "id"), ("NAME", "name"), ("ROLE", "role"), ("PASSWORD", _has_password), ("EXECS", _execs),
-                   ("TOOLS", "tool_grants")]
+        columns = [("ID", "id"), ("NAME", "name"), ("ROLE", "role"), ("PASSWORD", _has_password), ("EXECS", _execs), ("TOOLS", "tool_grants")]
         if any("projects" in u for u in items):
             columns.append(("PROJECTS", "projects"))
         table(items, columns, empty="(no users)")
@@ -141,9 +140,13 @@ def _passwords_from_stdin(need_current: bool) -> tuple[str, str | None]:
 
 @user.command("passwd")
 @click.argument("name", required=False)
-@click.option("--password-stdin", "from_stdin", is_flag=True,
-              help="Read the new password from the first line of standard input (and, when changing your own, "
-                   "the current one from the second line) instead of prompting.")
+@click.option(
+    "--password-stdin",
+    "from_stdin",
+    is_flag=True,
+    help="Read the new password from the first line of standard input (and, when changing your own, "
+    "the current one from the second line) instead of prompting.",
+)
 @click.option("--remove", is_flag=True, help="Remove the password instead: token login only.")
 @click.pass_obj
 def user_passwd(app: App, name: str | None, from_stdin: bool, remove: bool) -> None:
@@ -174,8 +177,7 @@ def user_passwd(app: App, name: str | None, from_stdin: bool, remove: bool) -> N
             current = click.prompt("Current password", hide_input=True)
             app.api.post(f"{path}/check", {"current": current})
         if not remove:
-            body["password"] = click.prompt("New password", hide_input=True, value_proc=_password_ok,
-                                            confirmation_prompt="Repeat the new password")
+            body["password"] = click.prompt("New password", hide_input=True, value_proc=_password_ok, confirmation_prompt="Repeat the new password")
     if current is not None:
         body["current"] = current
     result = app.api.request("DELETE" if remove else "PUT", path, body=body)

@@ -2,6 +2,10 @@
 
 ``publish`` is synchronous: it inserts the row (its id is the durable, increasing event id,
 the SSE ``id:``), then hands the event to every matching subscriber with ``send_nowait``.
+Inside an open :meth:`Store.transaction` the row is part of that transaction (an outbox): the
+change and its event commit together, and the fan-out happens only after the commit. An
+event of a transaction that rolls back is never delivered (its id was never seen, so the
+next event may take it: every id a subscriber sees is unique and increasing).
 A subscriber whose buffer is full is dropped, never waited for: its iterator delivers what it
 already had, then raises :class:`SubscriberDropped`, and the client resumes from the last id
 it saw (SSE ``Last-Event-ID``) with a new subscription.
@@ -23,6 +27,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
+
 from elowen_sdk import ElowenError, Event
 
 from .store import Store, utc_iso
@@ -222,8 +227,8 @@ class EventBus:
         """Append an event and fan it out; never waits (trio thread only).
 
         Listeners run after the fan-out; their exceptions are logged, never raised here.
-        Inside an open :meth:`Store.transaction` the row is part of that transaction, but
-        subscribers see the event at once: publish after committing.
+        Inside an open :meth:`Store.transaction` the row is part of that transaction and the
+        fan-out (and the listeners) wait for its commit; a rollback discards the event.
 
         Raises:
             TypeError: ``data`` is not a mapping or not JSON-serialisable (nothing is written).
@@ -238,13 +243,20 @@ class EventBus:
         ts = utc_iso()
         event_id = self.store.execute(_INSERT, (type, text, ts, project_id))
         event = Event(id=event_id, type=type, data=payload, ts=ts, project_id=project_id)
+        if self.store.in_transaction:
+            self.store.after_commit(lambda: self._deliver(event))
+        else:
+            self._deliver(event)
+        return event
+
+    def _deliver(self, event: Event) -> None:
+        event_id, type = event.id, event.type
         self._fan_out(event)
         for listener in tuple(self._listeners):
             try:
                 listener(event)
             except Exception:
                 log.exception("event listener %r failed on event %d (%s)", listener, event_id, type)
-        return event
 
     def _fan_out(self, event: Event) -> None:
         gone: list[_Subscriber] = []
@@ -335,9 +347,7 @@ class EventBus:
         if until is None:
             rows = self.store.connection.execute(f"{_SELECT} WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit))
         else:
-            rows = self.store.connection.execute(
-                f"{_SELECT} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?", (after_id, until, limit)
-            )
+            rows = self.store.connection.execute(f"{_SELECT} WHERE id > ? AND id <= ? ORDER BY id LIMIT ?", (after_id, until, limit))
         return [_row_event(r) for r in rows]
 
     def last_id(self) -> int:

@@ -19,14 +19,16 @@ from typing import Any
 
 import pluggy
 import trio
+
 from elowen_sdk import Event, hookspecs
 from elowen_sdk._markers import PROJECT_NAME
 
 from . import paths
 from .contributions import Contributions
+from .discovery import PluginSource
 from .events import EventBus
-from .hooks import DEFAULT_TIMEOUT, HookBus
-from .registry import PluginSource, Registry
+from .hooks import DEFAULT_TIMEOUT, MAX_FAILURES, HookBus
+from .reconciler import Registry
 from .settings import Settings
 from .store import Store
 
@@ -43,8 +45,11 @@ class Kernel:
             and add sources directly).
         sources: extra :class:`PluginSource` objects (the SDK test harness).
         hook_timeout: seconds per async observational / mutating implementation.
-        max_hook_failures: consecutive hook failures that put a plugin in ``error``
-            (``None``: never; settings ``[kernel] max_hook_failures`` when not given).
+        max_hook_failures: hook failures within a minute that put a plugin in ``error``
+            (auto-disable, persisted with the reason; 0: never; settings ``[kernel]
+            max_hook_failures`` when not given, else :data:`~elowen.core.hooks.MAX_FAILURES`).
+        safe: safe mode (:mod:`elowen.core.quarantine`): plugins that failed, or were loading
+            when the process died, last time stay off.
 
     Raises:
         elowen_sdk.ConfigError: ``config.toml`` is invalid.
@@ -59,6 +64,7 @@ class Kernel:
         sources: list[PluginSource] | None = None,
         hook_timeout: float | None = None,
         max_hook_failures: int | None = None,
+        safe: bool = False,
     ) -> None:
         self.home = Path(home) if home is not None else paths.home()
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -70,12 +76,13 @@ class Kernel:
         self.events = EventBus(self.store, retention=int(daemon_settings.get("event_retention", 100_000)))
         self.pm = pluggy.PluginManager(PROJECT_NAME)
         self.pm.add_hookspecs(hookspecs)
-        self.contributions = Contributions(self.store.audit)
+        self.contributions = Contributions(self.store.audit, on_host_service=self._on_host_service)
+        self.safe = safe
         self.registry = Registry(self, discover_entry_points=discover_entry_points)
         for src in sources or ():
             self.registry.add_source(src)
         if max_hook_failures is None:
-            max_hook_failures = kernel_settings.get("max_hook_failures")
+            max_hook_failures = int(kernel_settings.get("max_hook_failures", MAX_FAILURES))
         self.bus = HookBus(
             self.pm,
             audit=self.store.audit,
@@ -93,9 +100,11 @@ class Kernel:
     def _on_event(self, event: Event) -> None:
         self.bus.emit("on_event", event=event)
 
-    async def run(
-        self, *, watch_settings: bool = True, wait_plugins: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-    ) -> None:
+    def _on_host_service(self, name: str, available: bool) -> None:
+        # a service the host itself registers (the daemon's ``tasks``) is announced at once
+        self.bus.emit("on_service", name=name, available=available)
+
+    async def run(self, *, watch_settings: bool = True, wait_plugins: bool = True, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the kernel's tasks until cancelled: the audit writer, the reconciler (which
         discovers and enables plugins — before this reports started when ``wait_plugins``;
         otherwise once the host calls ``registry.start_loading()``, and ``registry.ready`` is
@@ -132,9 +141,7 @@ class Kernel:
 
     @classmethod
     @asynccontextmanager
-    async def open(
-        cls, home: Path | None = None, *, watch_settings: bool = True, wait_plugins: bool = True, **kwargs: Any
-    ) -> AsyncIterator[Kernel]:
+    async def open(cls, home: Path | None = None, *, watch_settings: bool = True, wait_plugins: bool = True, **kwargs: Any) -> AsyncIterator[Kernel]:
         """Create a kernel, run it in a nursery, yield it (once plugins are reconciled, unless
         ``wait_plugins`` is false), and shut it down (plugins disabled, audit flushed, store
         closed) on exit."""

@@ -123,34 +123,48 @@ class PathGuard:
     def _real(absolute: str, original: object) -> str:
         """Resolve like the kernel: follow each symlink, apply ``..`` to the real parent.
 
-        The part from the first missing component on is normalised lexically.
+        Components below a missing one are kept as they are; a ``..`` leading back out of them
+        resumes resolving from the real folder (``nope/../link/x`` follows ``link``).
         """
         parts = deque(p for p in absolute.split("/") if p)
         current = "/"
+        missing: list[str] = []  # components below the first missing one (nothing to follow)
         links = 0
         while parts:
             name = parts.popleft()
             if name == ".":
                 continue
             if name == "..":
-                current = os.path.dirname(current)
+                # a `..` back out of the missing part returns to a real folder, whose next
+                # components are resolved (symlinks followed) again, never taken lexically
+                if missing:
+                    missing.pop()
+                else:
+                    current = os.path.dirname(current)
+                continue
+            if missing:
+                missing.append(name)
                 continue
             candidate = os.path.join(current, name)
             try:
                 st = os.lstat(candidate)
             except (FileNotFoundError, NotADirectoryError):
-                return os.path.normpath(os.path.join(candidate, *parts))
+                missing.append(name)
+                continue
             if not stat.S_ISLNK(st.st_mode):
                 current = candidate
                 continue
             links += 1
             if links > MAX_SYMLINKS:
                 raise PathGuardError(original, f"symlink loop (more than {MAX_SYMLINKS} links) at {candidate}")
-            target = os.readlink(candidate)
+            try:
+                target = os.readlink(candidate)
+            except OSError:  # swapped for a non-link (or removed) since the lstat: a race
+                raise PathGuardError(original, f"{candidate} changed while it was resolved") from None
             parts.extendleft(reversed([p for p in target.split("/") if p]))
             if target.startswith("/"):
                 current = "/"
-        return current
+        return os.path.normpath(os.path.join(current, *missing)) if missing else current
 
     def _check(self, path: str | os.PathLike[str], write: bool) -> tuple[str, Path]:
         absolute = self._absolute(path)
@@ -255,16 +269,30 @@ class PathGuard:
 
     # -- file helpers ------------------------------------------------------------------------
 
-    def read_bytes(self, path: str | os.PathLike[str]) -> bytes:
-        """The file's content.
+    def read_bytes(self, path: str | os.PathLike[str], *, limit: int | None = None) -> bytes:
+        """The file's content (at most ``limit`` bytes when given).
+
+        The file is opened non-blocking and must be a regular file: a FIFO, device or socket
+        is refused at once (reading one would wait forever).
 
         Raises:
-            PathGuardError: refused (also when a component became a symlink after the check).
+            PathGuardError: refused (also when a component became a symlink after the check,
+                or the path is not a regular file).
             OSError: as ``open`` would (missing file, a folder, …).
         """
-        fd = self._open_file(path, os.O_RDONLY, write=False)
+        fd = self._open_file(path, os.O_RDONLY | os.O_NONBLOCK, write=False)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a folder", os.fspath(path))
+            if not stat.S_ISREG(st.st_mode):
+                raise PathGuardError(path, "not a regular file (a FIFO, device or socket)")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
         with os.fdopen(fd, "rb") as fh:
-            return fh.read()
+            return fh.read() if limit is None else fh.read(max(0, limit))
 
     def read_text(self, path: str | os.PathLike[str], encoding: str = "utf-8") -> str:
         """The file's content decoded with ``encoding``; errors as :meth:`read_bytes`."""

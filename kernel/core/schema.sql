@@ -10,7 +10,7 @@
 -- To change the schema: edit the complete schema above, bump the version, and append an
 -- "-- upgrade to N" section doing the same change to an existing database.
 --
--- version: 2
+-- version: 4
 
 -- The event bus's durable log (elowen.core.events). AUTOINCREMENT keeps ids increasing even
 -- after pruning, so an SSE Last-Event-ID never points at a reused id.
@@ -49,6 +49,8 @@ CREATE TABLE plugin_schemas (
 -- Users. allowed_execs / tool_grants: JSON lists of glob patterns / tool names; allowed_execs
 -- NULL means "the daemon's [execs] allowed list, no further restriction". password_hash: NULL
 -- (no password: token login only) or "scrypt$n$r$p$salt$hash" (elowen.daemon.passwords).
+-- kind: 'person' (made through the API), or 'overseer': the principal a mission's parked
+-- overseer CLI acts as, bound to mission_id (the users service makes these; never the name).
 CREATE TABLE users (
     id             INTEGER PRIMARY KEY,
     name           TEXT    NOT NULL UNIQUE,
@@ -56,8 +58,22 @@ CREATE TABLE users (
     allowed_execs  TEXT             CHECK (allowed_execs IS NULL OR json_valid(allowed_execs)),
     tool_grants    TEXT    NOT NULL DEFAULT '[]' CHECK (json_valid(tool_grants)),
     created_at     TEXT    NOT NULL,               -- UTC ISO 8601
-    password_hash  TEXT
+    password_hash  TEXT,
+    kind           TEXT    NOT NULL DEFAULT 'person' CHECK (kind IN ('person', 'overseer')),
+    mission_id     INTEGER CHECK ((kind = 'overseer') = (mission_id IS NOT NULL))
 );
+CREATE UNIQUE INDEX users_overseer_mission ON users (mission_id) WHERE kind = 'overseer';
+
+-- The highest user id ever deleted: a new user's id is above it (UsersService.create), so a
+-- deleted user's id, under which plugins keep memories, jobs and conversations, is never
+-- handed to someone else (an INTEGER PRIMARY KEY alone reuses the highest id once deleted).
+CREATE TABLE id_highwater (
+    name        TEXT    PRIMARY KEY,
+    n           INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER users_highwater AFTER DELETE ON users BEGIN
+    INSERT INTO id_highwater (name, n) VALUES ('users', OLD.id) ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
+END;
 
 -- Projects: a folder on disk (path stored resolved).
 CREATE TABLE projects (
@@ -147,3 +163,24 @@ CREATE INDEX tokens_task ON tokens (task_id);
 -- User/password login: users may have a password; tokens made by POST /auth/login are marked.
 ALTER TABLE users ADD COLUMN password_hash TEXT;
 ALTER TABLE tokens ADD COLUMN origin TEXT NOT NULL DEFAULT 'issued' CHECK (origin IN ('issued', 'login'));
+
+-- upgrade to 3
+-- Overseer principals are marked (kind, mission_id) instead of being told by their name. Users
+-- made by earlier versions stay persons (a name proves nothing): with no projects and no tool
+-- grants they can do nothing, and a mission's next overseer gets a marked principal.
+ALTER TABLE users ADD COLUMN kind TEXT NOT NULL DEFAULT 'person' CHECK (kind IN ('person', 'overseer'));
+ALTER TABLE users ADD COLUMN mission_id INTEGER CHECK ((kind = 'overseer') = (mission_id IS NOT NULL));
+CREATE UNIQUE INDEX users_overseer_mission ON users (mission_id) WHERE kind = 'overseer';
+
+-- upgrade to 4
+-- Deleted user ids are never reused (see id_highwater above). Ids deleted before this version
+-- are not known; the current highest id is the starting mark.
+CREATE TABLE IF NOT EXISTS id_highwater (
+    name        TEXT    PRIMARY KEY,
+    n           INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS users_highwater AFTER DELETE ON users BEGIN
+    INSERT INTO id_highwater (name, n) VALUES ('users', OLD.id) ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
+END;
+INSERT INTO id_highwater (name, n) SELECT 'users', coalesce(max(id), 0) FROM users WHERE true
+    ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);

@@ -14,8 +14,8 @@ releases can add their own; the known keys are checked)::
     [plugins.<name>.config]     # table, validated by the plugin's manifest elsewhere
 
     [execs]
-    allowed = ["claude-code"]   # list of str
-    fallback = "claude-code"    # str
+    allowed = ["*"]             # list of str (glob patterns over exec specs; read by the agents plugin)
+    fallback = "<executor>"     # str (an exec spec)
 
 Our own writes are recognised by their content hash, so :meth:`Settings.watch` reports only
 edits made by someone else (by hand, another process).
@@ -39,6 +39,7 @@ from typing import Any
 import tomli_w
 import trio
 import watchfiles
+
 from elowen_sdk import ConfigError
 
 __all__ = ["CONFIG_NAME", "OnChange", "Settings", "validate"]

@@ -3,10 +3,20 @@
 * One connection serves the trio thread (queries, transactions, event inserts). It is not meant
   to be shared with worker threads: a transaction is open on the connection, not per task, so
   never ``await`` inside :meth:`Store.transaction`.
-* A second connection belongs to the audit writer. :meth:`Store.audit` only appends to an
-  in-memory queue; :meth:`Store.run_audit_writer` (one task) writes everything queued in one
-  transaction per wake-up, in a worker thread, so neither the caller nor the event loop waits
-  on the disk.
+* Audit records of acknowledged actions are written with the action: :meth:`Store.audit`
+  called inside an open :meth:`Store.transaction` (on its thread) inserts the row in that
+  transaction, so the action and its record commit (or roll back) together;
+  :meth:`Store.audit_now` writes one at once outside a transaction (for an action that had to
+  await, recorded before it is acknowledged).
+* Everything else (high-volume, explicitly lossy records: hook calls and failures, capability
+  denials, plugin task errors, calls from worker threads) goes through the asynchronous path:
+  :meth:`Store.audit` outside a transaction only appends to an in-memory queue, and
+  :meth:`Store.run_audit_writer` (one task, on a second connection) writes everything queued in
+  one transaction per wake-up, in a worker thread. Those records are lost if the process dies
+  before the next write (normally within milliseconds).
+* :meth:`Store.after_commit` runs a callback once the outermost transaction commits (never
+  after a rollback): the event bus uses it as an outbox, fanning an event out only after the
+  change it belongs to is committed.
 * The kernel schema is ``schema.sql`` beside this module, versioned by ``PRAGMA user_version``;
   plugins apply their own schema files with :meth:`Store.apply_plugin_schema`, versioned in the
   ``plugin_schemas`` table. Both use the format parsed by :func:`parse_schema`.
@@ -22,7 +32,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +41,7 @@ from typing import Any
 
 import apsw
 import trio
+
 from elowen_sdk import ElowenError
 
 __all__ = ["AuditRecord", "Schema", "SchemaError", "Store", "parse_schema", "utc_iso"]
@@ -115,6 +126,25 @@ class AuditRecord:
     detail: Mapping[str, Any] | None
 
 
+def _audit_row(r: AuditRecord) -> tuple[str, str, str, str, str, str]:
+    detail = json.dumps(dict(r.detail) if r.detail else {}, default=str, separators=(",", ":"), ensure_ascii=False)
+    return (utc_iso(r.ts), r.actor, r.action, r.target, r.outcome, detail)
+
+
+def synchronous_mode() -> str:
+    """SQLite's ``synchronous`` setting for the store: ``NORMAL`` (the default: in WAL mode a
+    power loss may lose the last commits, never consistency) or ``FULL`` (an fsync per
+    commit: no acknowledged commit lost on a power loss), from ``ELOWEN_SQLITE_SYNCHRONOUS``.
+
+    Raises:
+        ValueError: another value.
+    """
+    mode = os.environ.get("ELOWEN_SQLITE_SYNCHRONOUS", "NORMAL").strip().upper()
+    if mode not in ("NORMAL", "FULL"):
+        raise ValueError(f"ELOWEN_SQLITE_SYNCHRONOUS must be NORMAL or FULL, not {mode!r}")
+    return mode
+
+
 @lru_cache(maxsize=512)
 def _is_insert(sql: str) -> bool:
     return _INSERT.match(sql) is not None
@@ -142,6 +172,8 @@ class Store:
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600))
         self._conn = self._connect()
         self._depth = 0
+        self._tx_thread: int | None = None
+        self._on_commit: list[list[Callable[[], None]]] = []
         self._audit_queue: deque[AuditRecord] = deque()
         self._audit_lock = threading.Lock()
         self._audit_conn: apsw.Connection | None = None
@@ -161,7 +193,7 @@ class Store:
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchall()[0][0]
         if mode != "wal":
             raise SchemaError(f"{self.path}: could not switch to WAL (journal_mode is {mode!r})")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous_mode()}")
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -232,34 +264,65 @@ class Store:
         if self._depth == 0:
             self._conn.execute("BEGIN IMMEDIATE")
             self._depth = 1
+            self._tx_thread = threading.get_ident()
+            self._on_commit = [[]]
             try:
                 yield self
             except BaseException:
                 self._depth = 0
+                self._tx_thread = None
+                self._on_commit = []
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
             self._depth = 0
+            self._tx_thread = None
+            callbacks, self._on_commit = self._on_commit[0], []
             try:
                 self._conn.execute("COMMIT")
             except BaseException:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
+            for fn in callbacks:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("after-commit callback %r failed", fn)
             return
         name = f"elowen_sp{self._depth}"
         self._conn.execute(f"SAVEPOINT {name}")
         self._depth += 1
+        self._on_commit.append([])
         try:
             yield self
         except BaseException:
-            self._conn.execute(f"ROLLBACK TO {name}")
-            self._conn.execute(f"RELEASE {name}")
+            self._on_commit.pop()  # rolled back: its callbacks never run
+            if self._conn.in_transaction:  # SQLite may have rolled back everything (SQLITE_FULL)
+                with contextlib.suppress(apsw.SQLError):
+                    self._conn.execute(f"ROLLBACK TO {name}")
+                    self._conn.execute(f"RELEASE {name}")
             raise
         else:
             self._conn.execute(f"RELEASE {name}")
+            done = self._on_commit.pop()
+            self._on_commit[-1].extend(done)
         finally:
             self._depth -= 1
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a :meth:`transaction` is open on the calling thread."""
+        return self._depth > 0 and self._tx_thread == threading.get_ident()
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` once the open transaction commits (at once when none is open); never
+        after a rollback (of the transaction, or of the savepoint it was registered in).
+        Exceptions from ``fn`` are logged, not raised."""
+        if not self.in_transaction:
+            fn()
+            return
+        self._on_commit[-1].append(fn)
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check``: ``"ok"``, or the problems found, one per line."""
@@ -273,14 +336,11 @@ class Store:
     def _migrate_kernel(self) -> int:
         schema = parse_schema(KERNEL_SCHEMA.read_text(encoding="utf-8"), name=str(KERNEL_SCHEMA))
         with self.transaction():
-            current = self._conn.execute("PRAGMA user_version").fetchall()[0][0]
+            current = int(self._conn.execute("PRAGMA user_version").fetchall()[0][0] or 0)
             if current == schema.version:
                 return current
             if current > schema.version:
-                raise SchemaError(
-                    f"{self.path}: database schema version {current} is newer than this Elowen's "
-                    f"({schema.version}); upgrade Elowen"
-                )
+                raise SchemaError(f"{self.path}: database schema version {current} is newer than this Elowen's ({schema.version}); upgrade Elowen")
             self._upgrade(schema, current, "kernel")
             self._conn.execute(f"PRAGMA user_version = {int(schema.version)}")
         log.info("kernel schema of %s at version %d (was %d)", self.path, schema.version, current)
@@ -325,10 +385,7 @@ class Store:
             if current == schema.version:
                 return False
             if current > schema.version:
-                raise SchemaError(
-                    f"plugin {plugin!r}: database has its schema version {current}, "
-                    f"newer than the installed plugin's {schema.version}"
-                )
+                raise SchemaError(f"plugin {plugin!r}: database has its schema version {current}, newer than the installed plugin's {schema.version}")
             self._upgrade(schema, current, f"plugin {plugin!r}")
             self.execute(
                 "INSERT INTO plugin_schemas (plugin, version, applied_at) VALUES (?, ?, ?) "
@@ -348,21 +405,42 @@ class Store:
         outcome: str = "ok",
         detail: Mapping[str, Any] | None = None,
     ) -> None:
-        """Queue an audit record; never touches the disk and never blocks.
+        """Record an action.
 
-        Safe from the trio thread and from other threads. ``detail`` must be JSON-serialisable
-        (anything else is written with ``str()``); it is copied shallowly, serialised later.
-        The record is written by :meth:`run_audit_writer` or :meth:`flush_audit`.
+        Inside an open :meth:`transaction` on the calling thread the row is inserted in that
+        transaction (it commits or rolls back with the action). Otherwise the record is queued
+        (never touches the disk, never blocks; asynchronous and lossy on a crash) and written by
+        :meth:`run_audit_writer` or :meth:`flush_audit`. Safe from any thread. ``detail`` must be
+        JSON-serialisable (anything else is written with ``str()``).
         """
-        self._audit_queue.append(
-            AuditRecord(time.time(), actor, action, target, outcome, dict(detail) if detail else None)
-        )
+        if self.in_transaction:
+            self._conn.execute(_AUDIT_INSERT, _audit_row(AuditRecord(time.time(), actor, action, target, outcome, detail))).fetchall()
+            return
+        self._audit_queue.append(AuditRecord(time.time(), actor, action, target, outcome, dict(detail) if detail else None))
         if not self._wake_pending and self._wake is not None:
             self._wake_pending = True
             if threading.get_ident() == self._trio_thread:
                 self._wake.set()
             else:
                 self._wake_from_thread()
+
+    def audit_now(
+        self,
+        actor: str,
+        action: str,
+        target: str = "",
+        outcome: str = "ok",
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write an audit record at once, durably (in the open transaction if there is one);
+        for an acknowledged action that could not share a transaction with its record.
+        Trio thread (the store's connection) only.
+
+        Raises:
+            apsw.Error: the write failed (e.g. ``apsw.FullError``: the disk is full).
+        """
+        row = _audit_row(AuditRecord(time.time(), actor, action, target, outcome, detail))
+        self._conn.execute(_AUDIT_INSERT, row).fetchall()
 
     def _wake_from_thread(self) -> None:
         token = self._token
@@ -401,17 +479,7 @@ class Store:
                 batch.append(queue.popleft())
             if not batch:
                 return 0
-            rows = [
-                (
-                    utc_iso(r.ts),
-                    r.actor,
-                    r.action,
-                    r.target,
-                    r.outcome,
-                    json.dumps(r.detail or {}, default=str, separators=(",", ":"), ensure_ascii=False),
-                )
-                for r in batch
-            ]
+            rows = [_audit_row(r) for r in batch]
             conn = self._audit_connection()
             try:
                 conn.execute("BEGIN IMMEDIATE")

@@ -20,8 +20,6 @@ not match the route: 404).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import inspect
 import json
 import re
@@ -32,6 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from quart import Quart, Response, request
 from werkzeug.routing import BaseConverter
+
+from elowen_sdk import pagination
 
 from .auth import Principal, authenticate
 from .errors import BadRequest, Forbidden, Unprocessable
@@ -82,7 +82,7 @@ class Page(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    limit: int = Field(50, ge=1, le=500, description="items per page")
+    limit: int = Field(pagination.DEFAULT_LIMIT, ge=1, le=pagination.MAX_LIMIT, description="items per page")
     cursor: str | None = Field(None, max_length=200, description="next_cursor of the previous page")
 
 
@@ -174,33 +174,28 @@ def parse_query(model: type[BaseModel]) -> BaseModel:
 
 
 def encode_cursor(last_id: int) -> str:
-    """The opaque cursor continuing after ``last_id``."""
-    return base64.urlsafe_b64encode(f"v1:{int(last_id)}".encode()).decode().rstrip("=")
+    """The opaque cursor continuing after ``last_id`` (the SDK's format,
+    :func:`elowen_sdk.pagination.encode_cursor`, shared with the plugins' list routes)."""
+    return pagination.encode_cursor(last_id)
 
 
 def decode_cursor(cursor: str | None) -> int | None:
-    """The id a cursor continues after, ``None`` for no cursor.
+    """The id a cursor continues after, ``None`` for no cursor
+    (:func:`elowen_sdk.pagination.decode_cursor`).
 
     Raises:
         BadRequest: ``bad_cursor``.
     """
-    if cursor is None or cursor == "":
-        return None
     try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        prefix, _, value = text.partition(":")
-        if prefix != "v1" or not value.isdigit() or len(value) > 18:
-            raise ValueError(text)
-        return int(value)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise BadRequest("invalid cursor; use next_cursor from the previous page", code="bad_cursor") from None
+        return pagination.decode_cursor(cursor)
+    except pagination.BadCursor as exc:
+        raise BadRequest(exc.message, code=exc.code) from None
 
 
 def paginate(rows: Sequence[Mapping[str, Any]], limit: int, key: str = "id") -> dict[str, Any]:
-    """``{"items", "next_cursor"}`` from up to ``limit + 1`` fetched rows."""
-    items = list(rows[:limit])
-    more = len(rows) > limit
-    return {"items": items, "next_cursor": encode_cursor(items[-1][key]) if more and items else None}
+    """``{"items", "next_cursor"}`` from up to ``limit + 1`` fetched rows
+    (:func:`elowen_sdk.pagination.page`)."""
+    return pagination.page(rows, limit, key)
 
 
 Handler = Callable[..., Awaitable[Any]]

@@ -7,6 +7,9 @@ Only their SHA-256 (hex) is stored. A token has a scope:
 * ``agent`` — bound to one task (given to a spawned agent in its environment): it may only
   read that task, close it and post progress on it.
 
+Plugins never call these: they ask the daemon's ``users`` service
+(:class:`~elowen.daemon.services.users.UsersHostService`) for agent and overseer tokens.
+
 Members see and act on the projects listed for them in ``user_projects``; admins see all.
 :class:`Access` caches each member's set so the event bus's per-event filter is a set lookup.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "issue_token",
     "login_token_cutoff",
     "new_token",
+    "principal_of_token",
     "revoke_task_tokens",
     "write_admin_token",
 ]
@@ -87,6 +91,12 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.scope == "full" and self.role == "admin"
+
+    def may_act(self, owner_id: int | None) -> bool:
+        """The one rule for acting on an agent's work (the SDK's
+        :meth:`elowen_sdk.Principal.may_act` for plugin routes): an admin, or the owner
+        (``owner_id``) with a full token. Project visibility is checked by the caller."""
+        return self.is_admin or (self.scope == "full" and self.user_id is not None and owner_id == self.user_id)
 
     @property
     def actor(self) -> str:
@@ -154,11 +164,27 @@ def authenticate(store: Store, header: str | None) -> Principal:
     token = token.strip()
     if scheme.lower() != "bearer" or not token or len(token) > _MAX_TOKEN_LEN:
         raise Unauthorized("malformed Authorization header; expected 'Bearer <token>'")
-    row = store.query_one(
-        "SELECT t.id AS token_id, t.scope, t.task_id, t.user_id, t.origin, t.created_at, u.name, u.role, u.allowed_execs, u.tool_grants "
-        "FROM tokens t LEFT JOIN users u ON u.id = t.user_id WHERE t.hash = ?",
-        (hash_token(token),),
-    )
+    return _principal(store, "t.hash = ?", hash_token(token))
+
+
+_TOKEN_SQL = (
+    "SELECT t.id AS token_id, t.scope, t.task_id, t.user_id, t.origin, t.created_at, u.name, u.role, u.allowed_execs, u.tool_grants "
+    "FROM tokens t LEFT JOIN users u ON u.id = t.user_id WHERE "
+)
+
+
+def principal_of_token(store: Store, token_id: int) -> Principal | None:
+    """The principal of token ``token_id`` NOW (its user's current role and grants), or
+    ``None`` when the token was revoked, its login expired or its user was deleted. Open
+    streams call it to notice a revocation (:mod:`elowen.daemon.routes.events`)."""
+    try:
+        return _principal(store, "t.id = ?", token_id)
+    except Unauthorized:
+        return None
+
+
+def _principal(store: Store, where: str, key: object) -> Principal:
+    row = store.query_one(_TOKEN_SQL + where, (key,))
     if row is None or (row["scope"] == "full" and row["name"] is None):
         raise Unauthorized("invalid or revoked token")
     if row["origin"] == "login" and row["created_at"] < login_token_cutoff():
@@ -214,6 +240,15 @@ class Access:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._cache: dict[int, frozenset[int]] = {}
+
+    def fresh_projects(self, user_id: int | None) -> frozenset[int]:
+        """The project ids ``user_id`` is a member of, read from the database now (the cache
+        is refreshed with them)."""
+        if user_id is None:
+            return frozenset()
+        rows = self._store.query("SELECT project_id FROM user_projects WHERE user_id = ?", (user_id,))
+        fresh = self._cache[user_id] = frozenset(r["project_id"] for r in rows)
+        return fresh
 
     def projects(self, user_id: int | None) -> frozenset[int]:
         """The project ids ``user_id`` is a member of."""

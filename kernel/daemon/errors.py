@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from typing import Any
+
 from quart import Quart, Response
 from werkzeug.exceptions import HTTPException
+
+from elowen_sdk import ElowenError
 
 __all__ = [
     "ApiError",
@@ -47,7 +51,7 @@ _HTTP_CODES = {
 }
 
 
-class ApiError(Exception):
+class ApiError(ElowenError):
     """An error answered with :attr:`status` and ``{"error": {"code", "message"}}``."""
 
     status = 400
@@ -106,14 +110,25 @@ def _snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def disk_full_message(path: Any) -> str:
+    """``the disk holding <path> is full (N MiB free): …`` for a 507 answer and the log."""
+    import os
+    import shutil
+
+    folder = os.path.dirname(os.fspath(path)) or "."
+    try:
+        free = f"{shutil.disk_usage(folder).free / 2**20:.1f} MiB free"
+    except OSError:
+        free = "free space unknown"
+    return f"the disk holding {folder} is full ({free}): nothing was changed; free some space and retry"
+
+
 def register_error_handlers(app: Quart) -> None:
     """Register handlers for :class:`ApiError`, Quart/Werkzeug HTTP errors, kernel errors
     that map to client errors, and a last-resort handler for everything else."""
-    from elowen_sdk import ConfigError
-
     from elowen.core.registry import PluginNotFound
-
-    from .execspec import ExecSpecError
+    from elowen_sdk import ConfigError
+    from elowen_sdk.services.executors import ExecError
 
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
@@ -134,9 +149,9 @@ def register_error_handlers(app: Quart) -> None:
             response.headers["Allow"] = ", ".join(exc.valid_methods)  # type: ignore[attr-defined]
         return response
 
-    @app.errorhandler(ExecSpecError)
-    async def _exec_error(exc: ExecSpecError) -> Response:
-        return error_response(422, "invalid_exec", str(exc))
+    @app.errorhandler(ExecError)
+    async def _exec_error(exc: ExecError) -> Response:
+        return error_response(exc.status, exc.code, exc.message)
 
     @app.errorhandler(PluginNotFound)
     async def _plugin_not_found(exc: PluginNotFound) -> Response:
@@ -146,8 +161,21 @@ def register_error_handlers(app: Quart) -> None:
     async def _config_error(exc: ConfigError) -> Response:
         return error_response(422, "invalid_config", str(exc))
 
+    import apsw
+
+    @app.errorhandler(apsw.FullError)
+    async def _disk_full(exc: apsw.FullError) -> Response:
+        # 507 Insufficient Storage (RFC 4918 §11.5): nothing of the request was kept
+        from elowen.hosting import release_reserve
+
+        from .state import current
+
+        kernel = current().kernel
+        if release_reserve(kernel.home):
+            log.warning("the disk is full: released the disk reserve so the log and /health keep working; free some space")
+        return error_response(507, "disk_full", disk_full_message(kernel.store.path))
+
     @app.errorhandler(Exception)
     async def _unexpected(exc: Exception) -> Response:
         log.error("unhandled error", exc_info=exc)
         return error_response(500, "internal_error", "internal error; see the daemon log")
-

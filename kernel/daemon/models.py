@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from .api import Body, Page
+from .names import check_user_name
 from .passwords import MAX_LENGTH, MIN_LENGTH, control_character_error
-
 
 _PROJECT_NAME = re.compile(r"^[\w.\- ]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -41,14 +41,17 @@ def _title(text: str) -> str:
 Name = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\x00-\x1f]+$")]
 ProjectName = Annotated[
     str,
-    Field(min_length=1, max_length=100, json_schema_extra={"pattern": r"^[\w.\- ]+$"},
-          description="letters, digits, '.', '_', '-' and spaces; not containing '..'"),
+    Field(
+        min_length=1,
+        max_length=100,
+        json_schema_extra={"pattern": r"^[\w.\- ]+$"},
+        description="letters, digits, '.', '_', '-' and spaces; not containing '..'",
+    ),
     AfterValidator(_project_name),
 ]
 Title = Annotated[
     str,
-    Field(min_length=1, max_length=500, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"},
-          description="no control characters (tabs, newlines)"),
+    Field(min_length=1, max_length=500, json_schema_extra={"pattern": r"^[^\x00-\x1f\x7f]+$"}, description="no control characters (tabs, newlines)"),
     AfterValidator(_title),
 ]
 Label = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[^\s\x00-\x1f]+$")]
@@ -59,13 +62,18 @@ Text = Annotated[str, Field(max_length=100_000)]
 _NO_C0 = {"pattern": r"^[^\x00-\x1f]*$"}
 Password = Annotated[
     str,
-    Field(min_length=MIN_LENGTH, max_length=MAX_LENGTH, json_schema_extra=_NO_C0,
-          description="8–1024 characters, no control characters (U+0000–U+001F); compared after NFC normalisation"),
+    Field(
+        min_length=MIN_LENGTH,
+        max_length=MAX_LENGTH,
+        json_schema_extra=_NO_C0,
+        description="8–1024 characters, no control characters (U+0000–U+001F); compared after NFC normalisation",
+    ),
     AfterValidator(_password),
 ]
 #: A password given to be checked (login, "current"): any length up to the maximum.
 GivenPassword = Annotated[
-    str, Field(max_length=MAX_LENGTH, json_schema_extra=_NO_C0, description="no control characters (U+0000–U+001F)"),
+    str,
+    Field(max_length=MAX_LENGTH, json_schema_extra=_NO_C0, description="no control characters (U+0000–U+001F)"),
     AfterValidator(_password),
 ]
 Role = Literal["admin", "member"]
@@ -75,8 +83,21 @@ TaskState = Literal["open", "in_progress", "blocked", "closed", "cancelled"]
 # ---------------------------------------------------------------- bodies
 
 
+def _user_name(value: str) -> str:
+    return check_user_name(value)  # InvalidUserName is a ValueError: a 422 answer
+
+
+UserName = Annotated[
+    str,
+    Field(
+        min_length=1, max_length=100, description="no white space at either end, no control or format characters, NFKC, one script (see elowen.daemon.names)"
+    ),
+    AfterValidator(_user_name),
+]
+
+
 class UserCreate(Body):
-    name: Name
+    name: UserName
     role: Role = "member"
     allowed_execs: list[Pattern] | None = Field(None, max_length=100, description="glob patterns; null: the daemon's list")
     tool_grants: list[Name] = Field(default_factory=list, max_length=200)
@@ -90,13 +111,11 @@ class UserPatch(Body):
 
 class PasswordSet(Body):
     password: Password
-    current: GivenPassword | None = Field(
-        None, description="your current password: required when you change your own and one is set")
+    current: GivenPassword | None = Field(None, description="your current password: required when you change your own and one is set")
 
 
 class PasswordRemove(Body):
-    current: GivenPassword | None = Field(
-        None, description="your current password: required when you remove your own")
+    current: GivenPassword | None = Field(None, description="your current password: required when you remove your own")
 
 
 class PasswordCheck(Body):
@@ -126,6 +145,7 @@ class TaskCreate(Body):
     deps: list[TaskId] = Field(default_factory=list, max_length=100)
     labels: list[Label] = Field(default_factory=list, max_length=50)
     exec: Exec | None = None
+    start: bool = Field(True, description="false: the task is created blocked (with a note saying so), so no agent starts until it is reopened")
 
 
 class TaskPatch(Body):
@@ -136,6 +156,7 @@ class TaskPatch(Body):
     deps: list[TaskId] | None = Field(None, max_length=100)
     exec: Exec | None = Field(None, description="null clears it (the fallback applies)")
     state: TaskState | None = None
+    resume_note: Text | None = Field(None, description="the note the next agent of this task reads (a reopen's instructions); null clears it")
 
 
 class TaskClose(Body):
@@ -158,10 +179,22 @@ class PluginGrant(Body):
 # ---------------------------------------------------------------- queries
 
 
-class TaskQuery(Page):
-    state: Literal["open", "in_progress", "blocked", "closed", "cancelled", "ready"] | None = None
+class TaskFilter(BaseModel):
+    """Filters shared by ``GET /tasks`` and ``GET /tasks/counts`` (all optional, combined with AND)."""
+
+    model_config = ConfigDict(extra="ignore")
+
     project: TaskId | None = None
     label: Label | None = None
+    priority: Annotated[int, Field(ge=0, le=4)] | None = None
+    owner: TaskId | None = Field(None, description="the owner's user id")
+    mission: TaskId | None = Field(None, description="tasks labelled mission:<id>")
+    q: Annotated[str, Field(min_length=1, max_length=200, description="text in the title or description (case-insensitive)")] | None = None
+
+
+class TaskQuery(TaskFilter, Page):
+    state: Literal["open", "in_progress", "blocked", "closed", "cancelled", "ready"] | None = None
+    order: Literal["asc", "desc"] = Field("asc", description="by id: asc (oldest first) or desc (newest first)")
 
 
 class ProjectDeleteQuery(BaseModel):
@@ -197,6 +230,8 @@ class UserOut(Out):
     id: int
     name: str
     role: Role
+    kind: Literal["person", "overseer"] = Field("person", description="overseer: a mission's parked overseer CLI")
+    mission_id: int | None = Field(None, description="the mission an overseer principal is bound to")
     allowed_execs: list[str] | None
     tool_grants: list[str]
     projects: list[int]
@@ -218,7 +253,8 @@ class PasswordState(Out):
     has_password: bool
     login_tokens_revoked: int = Field(
         description="the user's login tokens (from POST /auth/login) revoked by this change; when you change your "
-                    "own password, the token making the request is kept")
+        "own password, the token making the request is kept"
+    )
 
 
 class PasswordChecked(Out):
@@ -247,6 +283,11 @@ class ExecResolved(Out):
     model: str
 
 
+class ExecProblem(Out):
+    code: str = Field(description="invalid_exec, unknown_executor, executor_unavailable or executors_unavailable")
+    message: str = Field(description="why the spec does not resolve now (e.g. its provider plugin is disabled); the task waits")
+
+
 class TaskOut(Out):
     id: int
     title: str
@@ -259,6 +300,7 @@ class TaskOut(Out):
     labels: list[str]
     exec: str | None
     exec_resolved: ExecResolved | None
+    exec_error: ExecProblem | None = None
     owner_id: int | None
     attempts: int
     resume_note: str | None
@@ -268,6 +310,13 @@ class TaskOut(Out):
     created_at: str
     updated_at: str
     closed_at: str | None
+
+
+class TaskCounts(Out):
+    """``GET /tasks/counts``: tasks per state (every state, 0 included) and their sum."""
+
+    counts: dict[str, int]
+    total: int
 
 
 class ProgressOut(Out):

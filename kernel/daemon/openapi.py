@@ -78,16 +78,14 @@ class _Schemas:
 def _parameters(spec: RouteSpec) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = []
     for name, converter in spec.path_params:
-        schema: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_ID} if converter == "id" else {
-            "type": "string", "pattern": "^[^/]+$"}
+        schema: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": MAX_ID} if converter == "id" else {"type": "string", "pattern": "^[^/]+$"}
         params.append({"name": name, "in": "path", "required": True, "schema": schema})
     if spec.query is not None:
         schema = spec.query.model_json_schema(ref_template=_REF)
         for name, prop in schema.get("properties", {}).items():
             params.append({"name": name, "in": "query", "required": name in schema.get("required", ()), "schema": prop})
     if spec.rule == "/events":
-        params.append({"name": "Last-Event-ID", "in": "header", "required": False,
-                       "schema": {"type": "string", "pattern": r"^\d{1,18}$"}})
+        params.append({"name": "Last-Event-ID", "in": "header", "required": False, "schema": {"type": "string", "pattern": r"^\d{1,18}$"}})
     return params
 
 
@@ -106,9 +104,7 @@ def build_openapi(routes: Iterable[RouteSpec]) -> dict[str, Any]:
                 "content": {"application/json": {"schema": schemas.ref(spec.body, "validation")}},
             }
         content_schema = {"type": "string"} if spec.media_type != "application/json" else schemas.response(spec.response)
-        responses: dict[str, Any] = {
-            str(spec.status): {"description": "OK", "content": {spec.media_type: {"schema": content_schema}}}
-        }
+        responses: dict[str, Any] = {str(spec.status): {"description": "OK", "content": {spec.media_type: {"schema": content_schema}}}}
         codes = set(spec.errors)
         if spec.body is not None:
             codes |= {400, 413, 422}
@@ -158,10 +154,7 @@ def _plugin_operation(entry: Compiled) -> dict[str, Any]:
         PLUGIN_MARK: entry.plugin,
         "security": [] if route.anonymous else [{"bearer": []}],
     }
-    params = [
-        {"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}}
-        for name in _PATH_PARAM.findall(entry.mount)
-    ]
+    params = [{"name": name, "in": "path", "required": True, "schema": {"type": "string", "pattern": "^[^/]+$"}} for name in _PATH_PARAM.findall(entry.mount)]
     if params:
         op["parameters"] = params
     if method in ("POST", "PUT", "PATCH"):

@@ -75,8 +75,10 @@ def control_character_error(password: str) -> str | None:
     found = _C0.search(password)
     if found is None:
         return None
-    return (f"a password may not contain control characters (found U+{ord(found.group()):04X} at position "
-            f"{found.start() + 1}; NUL, tab and newline are refused too)")
+    return (
+        f"a password may not contain control characters (found U+{ord(found.group()):04X} at position "
+        f"{found.start() + 1}; NUL, tab and newline are refused too)"
+    )
 
 
 def _derive(password: str, salt: bytes, n: int, r: int, p: int, dklen: int) -> bytes:

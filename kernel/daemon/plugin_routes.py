@@ -5,6 +5,11 @@ disappear with the plugin (hot reload, no restart). Mounting: a builtin plugin's
 served at its ``path`` (``/sessions``); a third-party plugin's under
 ``/plugins/<plugin name><path>``. The daemon's own routes win over plugin routes.
 
+A third-party plugin's **sync** HTTP handler runs in a worker thread (its ``ctx`` calls are
+run on the event loop for it), so a handler that blocks cannot hold the daemon; the response
+timeout (``ELOWEN_RESPONSE_TIMEOUT``) abandons it with a 504. A builtin's sync handler runs on
+the event loop (trusted code; some feed trio channels, which are not thread-safe).
+
 Every request is authenticated with the bearer token (unless the route is ``anonymous``) and
 handed to the plugin as an :class:`elowen_sdk.Request` with an :class:`elowen_sdk.Principal`;
 the handler decides what that principal may do.
@@ -20,9 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocketRoute
+import trio
 from quart import Quart, request, websocket
 from quart import Response as QuartResponse
+
+from elowen_sdk import HTTPError, Principal, Request, Response, Route, WebSocketRoute
 
 from .auth import authenticate
 from .errors import error_response
@@ -43,13 +50,13 @@ class Compiled:
     route: Route | WebSocketRoute
     pattern: re.Pattern[str]
     mount: str
-
+    threaded: bool = False  # a third party's sync handler: run it in a worker thread
 
 
 def _compile(plugin: str, route: Route | WebSocketRoute, builtin: bool) -> Compiled:
     mount = route.path if builtin else f"/plugins/{plugin}{route.path}"
     regex = "^" + _PARAM_RE.sub(lambda m: f"(?P<{m.group(1)}>[^/]+)", re.escape(mount).replace(r"\{", "{").replace(r"\}", "}")) + "$"
-    return Compiled(plugin, route, re.compile(regex), mount)
+    return Compiled(plugin, route, re.compile(regex), mount, threaded=not builtin)
 
 
 class PluginRouter:
@@ -94,15 +101,49 @@ class PluginRouter:
         return 405 if path_matched else 404
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def unstorable(body: Any) -> str | None:
+    """Why a parsed JSON body cannot reach a plugin, or ``None``: a string (or key) with an
+    unpaired UTF-16 surrogate (valid JSON, ``"\\ud800"``, but no UTF-8 text: SQLite and every
+    encoder refuse it), or an integer beyond SQLite's 64 bits. Plugins then never see values
+    their store would fail on with a 500."""
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                return "the body holds text with an unpaired surrogate (\\ud800-\\udfff): not valid Unicode text"
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int):
+            if not _INT64[0] <= value <= _INT64[1]:
+                return "the body holds an integer beyond 64 bits"
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return None
+
+
 def _principal(header: str | None) -> Principal:
     state = current()
     me = authenticate(state.kernel.store, header)
     projects = None if me.is_admin else state.access.projects(me.user_id)
-    return Principal(user_id=me.user_id, name=me.name, role=me.role, scope=me.scope, task_id=me.task_id, project_ids=projects)
+    return Principal(user_id=me.user_id, name=me.name, role=me.role, scope=me.scope, task_id=me.task_id, project_ids=projects, token_id=me.token_id)
 
 
-async def _call(handler: Any, arg: Any) -> Any:
-    result = handler(arg)
+async def _call(handler: Any, arg: Any, *, threaded: bool = False) -> Any:
+    # A builtin's sync handler runs on the event loop (some use trio channels, which are not
+    # thread-safe); a third party's in a worker thread. The response timeout bounds both.
+    if threaded and not inspect.iscoroutinefunction(handler):
+        result = await trio.to_thread.run_sync(handler, arg, abandon_on_cancel=True)
+    else:
+        result = handler(arg)
     if inspect.isawaitable(result):
         result = await result
     return result
@@ -127,11 +168,22 @@ def mount(app: Quart) -> PluginRouter:
         if raw:
             try:
                 body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
-                return error_response(400, "bad_request", "the request body is not valid JSON")
-        req = Request(method=request.method, path=full, params=params, query=dict(request.args.items()), json=body, principal=principal)  # type: ignore[arg-type]
+            except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deeply
+                return error_response(400, "malformed_json", "the request body is not valid JSON (or is nested too deeply)")
+            problem = unstorable(body)
+            if problem:
+                return error_response(422, "validation_error", problem)
+        req = Request(
+            method=request.method,
+            path=full,
+            params=params,
+            query=dict(request.args.items()),
+            json=body,
+            principal=principal,
+            headers={k.lower(): v for k, v in request.headers.items()},
+        )  # type: ignore[arg-type]
         try:
-            result = await _call(route.handler, req)
+            result = await _call(route.handler, req, threaded=entry.threaded)
         except HTTPError as exc:
             return error_response(exc.status, exc.code, exc.message)
         return _respond(result)

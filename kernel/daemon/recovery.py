@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elowen.core.store import Store
+from elowen_sdk import ElowenError
 
 from .auth import ADMIN_TOKEN_FILE, issue_token, write_admin_token
 
@@ -24,7 +25,7 @@ log = logging.getLogger(__name__)
 RESET_COMMAND = "elowen daemon reset-admin-token"
 
 
-class RecoveryError(Exception):
+class RecoveryError(ElowenError):
     """The token cannot be reset (no database, no such admin); the message says why."""
 
 
@@ -47,9 +48,7 @@ def _pick_admin(store: Store, name: str | None) -> dict[str, object]:
         if row["role"] != "admin":
             raise RecoveryError(f"user {name!r} is not an admin")
         return row
-    row = store.query_one(
-        "SELECT id, name, role FROM users WHERE role = 'admin' ORDER BY (name = 'admin') DESC, id LIMIT 1"
-    )
+    row = store.query_one("SELECT id, name, role FROM users WHERE role = 'admin' ORDER BY (name = 'admin') DESC, id LIMIT 1")
     if row is None:
         raise RecoveryError("this home has no admin user yet; start the daemon once and it creates one")
     return row

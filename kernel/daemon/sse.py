@@ -23,15 +23,18 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import trio
-from elowen_sdk import Event
 
 from elowen.core.events import EventBus, SubscriberDropped
+from elowen_sdk import Event
 
-__all__ = ["RETRY_MS", "encode", "parse_types", "stream_events"]
+__all__ = ["RECHECK", "RETRY_MS", "encode", "parse_types", "stream_events"]
 
 log = logging.getLogger(__name__)
 
 RETRY_MS = 2_000
+RECHECK = 0.4
+"""Seconds between re-checks of a stream's token and access (a revocation ends or narrows
+an open stream within this, plus the time to send)."""
 _TYPE = re.compile(r"^(\*|[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*(\.\*)?)$")
 
 
@@ -83,19 +86,31 @@ async def stream_events(
     heartbeat: float,
     event_filter: Callable[[Event], bool] | None = None,
     counter: Any = None,
+    still_allowed: Callable[[], bool] | None = None,
+    recheck: float = RECHECK,
 ) -> AsyncIterator[bytes]:
     """The body of a ``GET /events`` response: events after ``last_event_id`` then live ones,
     a heartbeat comment after ``heartbeat`` seconds without an event. Ends when the bus
     closes (shutdown) or drops this subscriber. ``counter.inflight`` (if given) counts the
-    stream while it runs, so a graceful shutdown waits for it to end."""
+    stream while it runs, so a graceful shutdown waits for it to end.
+
+    ``still_allowed()`` (if given) is asked at least every ``recheck`` seconds, and before
+    sending events when the last answer is older than that: ``False`` ends the stream (the
+    caller's token was revoked, its user deleted, or it lost the stream's project). It may
+    also narrow what the filters pass (they are asked per event)."""
     if counter is not None:
         counter.inflight += 1
     yield f"retry: {RETRY_MS}\n: connected\n\n".encode()
     try:
         async with bus.subscribe(last_event_id=last_event_id, types=types, project_filter=project_filter, event_filter=event_filter) as sub:
+            last_sent = checked = trio.current_time()
             while True:
                 event: Event | None = None
-                with trio.move_on_after(heartbeat):
+                now = trio.current_time()
+                wait = heartbeat - (now - last_sent)
+                if still_allowed is not None:
+                    wait = min(wait, recheck - (now - checked))
+                with trio.move_on_after(max(wait, 0.0)):
                     try:
                         event = await sub.__anext__()
                     except StopAsyncIteration:
@@ -103,10 +118,23 @@ async def stream_events(
                     except SubscriberDropped as exc:
                         log.info("SSE stream ended: subscriber fell behind after event %s", exc.last_id)
                         return
+                now = trio.current_time()
+                if still_allowed is not None and now - checked >= recheck:
+                    checked = now
+                    if not still_allowed():
+                        log.info("SSE stream ended: its token or access was revoked")
+                        return
                 if event is None:
-                    yield b": heartbeat\n\n"
+                    if now - last_sent >= heartbeat:
+                        last_sent = now
+                        yield b": heartbeat\n\n"
                     continue
-                yield encode([event, *sub.ready_nowait()])
+                batch = [event, *sub.ready_nowait()]
+                if event_filter is not None:  # the access may have narrowed since they were queued
+                    batch = [e for e in batch if event_filter(e) and (project_filter is None or project_filter(e.project_id))]
+                if batch:
+                    last_sent = now
+                    yield encode(batch)
     except trio.ClosedResourceError:
         return  # the bus closed (shutdown) before the subscription began
     finally:

@@ -39,9 +39,7 @@ class LoginThrottle:
         clock: monotonic seconds (tests pass their own).
     """
 
-    def __init__(
-        self, *, limit: int = 5, window: float = 60.0, max_names: int = 10_000, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, *, limit: int = 5, window: float = 60.0, max_names: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
         self.window = window
         self.max_names = max_names

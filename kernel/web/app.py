@@ -17,7 +17,7 @@ from .security import check_request, secure_headers, session_or_none
 from .sessions import SessionStore
 from .state import EXTENSION, WebState
 from .upstream import DaemonDown, Upstream
-from .views import actions, auth, pages, panels, stream, terminal
+from .views import actions, auth, mcp, memories, notify, pages, panels, review, stream, terminal
 from .views.common import LoggedOut, is_htmx, to_login
 
 __all__ = ["create_app"]
@@ -35,8 +35,7 @@ DAEMON_DOWN = "the Elowen daemon is not answering."
 
 def create_app(config: WebConfig) -> QuartTrio:
     """The app for ``config``; the daemon client opens when serving starts and closes after."""
-    app = QuartTrio("elowen.web", template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"),
-                    static_url_path="/static")
+    app = QuartTrio("elowen.web", template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"), static_url_path="/static")
     app.config.update(MAX_CONTENT_LENGTH=MAX_BODY, BODY_TIMEOUT=30, RESPONSE_TIMEOUT=60, SEND_FILE_MAX_AGE_DEFAULT=3600)
     state = WebState(config=config, sessions=SessionStore(config.session_idle))
     app.extensions[EXTENSION] = state
@@ -50,6 +49,7 @@ def create_app(config: WebConfig) -> QuartTrio:
         if state.upstream is not None:
             await state.upstream.aclose()
 
+    app.add_template_filter(panels.waited, "waited")
     app.before_request(check_request)
     app.after_request(secure_headers)
 
@@ -66,8 +66,9 @@ def create_app(config: WebConfig) -> QuartTrio:
     @app.get("/health")
     async def health() -> Response:
         """``{"status": "ok", "pid", "version", "daemon": url, "sessions", "streams"}`` (no login)."""
-        return jsonify({"status": "ok", "pid": os.getpid(), "version": __version__, "daemon": config.daemon_url,
-                        "sessions": len(state.sessions), "streams": state.streams})
+        return jsonify(
+            {"status": "ok", "pid": os.getpid(), "version": __version__, "daemon": config.daemon_url, "sessions": len(state.sessions), "streams": state.streams}
+        )
 
     @app.errorhandler(LoggedOut)
     async def logged_out(_: LoggedOut) -> Response:
@@ -87,7 +88,6 @@ def create_app(config: WebConfig) -> QuartTrio:
             return await render_template("notfound.html", page=None), 404
         return jsonify({"error": {"code": (exc.name or "error").lower().replace(" ", "_"), "message": exc.description}}), exc.code
 
-    for module in (auth, pages, panels, actions, stream, terminal):
+    for module in (auth, pages, panels, actions, stream, terminal, notify, review, mcp, memories):
         app.register_blueprint(module.bp)
     return app
-

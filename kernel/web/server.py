@@ -19,7 +19,10 @@ from pathlib import Path
 
 import trio
 
-from elowen.hosting import BindError, bind, is_loopback, remove_pid_file, setup_logging as _setup_logging, write_pid_file
+from elowen.hosting import BindError, bind, is_loopback, remove_pid_file, write_pid_file
+from elowen.hosting import setup_logging as _setup_logging
+from elowen_sdk import ElowenError
+
 from .config import WebConfig, load_web_config
 
 __all__ = ["PID_NAME", "WebError", "main", "serve"]
@@ -30,7 +33,7 @@ PID_NAME = "web.pid"
 GRACEFUL_TIMEOUT = 3.0
 
 
-class WebError(Exception):
+class WebError(ElowenError):
     """The web front end cannot start (port taken, refused host)."""
 
 
@@ -73,6 +76,9 @@ async def serve(
     hc.graceful_timeout = GRACEFUL_TIMEOUT
     hc.accesslog = None
     hc.errorlog = logging.getLogger("hypercorn.error")
+    from elowen import transport  # a send deadline on every write (terminal WebSocket, streams), idle close
+
+    transport.install()
     stop = shutdown if shutdown is not None else trio.Event()
     try:
         async with trio.open_nursery() as nursery:
@@ -83,14 +89,21 @@ async def serve(
 
             await nursery.start(run_http)
             write_pid_file(config.home / PID_NAME, config.host, port)
-            log.info("Elowen web %d listening on http://%s:%d (daemon %s), ready in %.0f ms",
-                     os.getpid(), config.host, port, config.daemon_url, (time.perf_counter() - t0) * 1000)
+            log.info(
+                "Elowen web %d listening on http://%s:%d (daemon %s), ready in %.0f ms",
+                os.getpid(),
+                config.host,
+                port,
+                config.daemon_url,
+                (time.perf_counter() - t0) * 1000,
+            )
             task_status.started(port)
 
             async def hard_stop() -> None:
                 # Event streams never end by themselves: after the graceful window, cancel.
                 await stop.wait()
                 await trio.sleep(GRACEFUL_TIMEOUT)
+                transport.abort_all()
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(hard_stop)

@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from elowen_sdk import ElowenError
+
 __all__ = ["DaemonDown", "Reply", "Upstream"]
 
 log = logging.getLogger(__name__)
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT = 10.0
 
 
-class DaemonDown(Exception):
+class DaemonDown(ElowenError):
     """The daemon did not answer (refused, reset, timed out)."""
 
 
@@ -74,8 +76,10 @@ class Upstream:
         *,
         json: Any = None,
         params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
     ) -> Reply:
-        """One REST call.
+        """One REST call (``timeout``: seconds instead of :data:`CALL_TIMEOUT`, for a call the
+        daemon answers slowly by design, e.g. adding an MCP server, which starts it).
 
         Raises:
             DaemonDown: no answer from the daemon.
@@ -83,7 +87,8 @@ class Upstream:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         clean = {k: v for k, v in (params or {}).items() if v is not None and v != ""}
         try:
-            resp = await self.client.request(method, path, json=json, params=clean, headers=headers)
+            extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+            resp = await self.client.request(method, path, json=json, params=clean, headers=headers, **extra)
         except httpx.HTTPError as exc:
             log.info("daemon call %s %s failed: %s", method, path, exc)
             raise DaemonDown(str(exc) or type(exc).__name__) from None

@@ -2,13 +2,18 @@
 
 Plugin API version: ``"1"`` (``api = "1"`` in ``elowen-plugin.toml``). Within API 1 hooks and
 types only gain optional arguments and fields; a breaking change bumps the API version.
+
+Beside the names below: :mod:`elowen_sdk.services` (the typed service contracts, e.g.
+``ctx.service(TmuxService)``), :mod:`elowen_sdk.chat` (the inference chat types) and
+:mod:`elowen_sdk.errors` (every exception, the builtin services' included).
 """
 
 from ._markers import hookimpl, hookspec
 from .context import PathGuard, PluginContext
-from .errors import CapabilityError, ConfigError, ElowenError, ManifestError, PathGuardError
+from .errors import CapabilityError, ConfigError, ElowenError, ManifestError, PathGuardError, ServiceUnavailable
 from .hookspecs import API_VERSION, HOOK_KINDS, MUTATING_TARGETS
 from .manifest import MANIFEST_NAME, ConfigField, Manifest, load_manifest, parse_capability, parse_manifest
+from .store import Store, utc_iso
 from .types import (
     Command,
     Event,
@@ -60,7 +65,9 @@ __all__ = [
     "Response",
     "Route",
     "Service",
+    "ServiceUnavailable",
     "Skill",
+    "Store",
     "Tool",
     "ToolCall",
     "TurnContext",
@@ -71,4 +78,5 @@ __all__ = [
     "load_manifest",
     "parse_capability",
     "parse_manifest",
+    "utc_iso",
 ]

@@ -5,9 +5,14 @@ plugin may rely on under plugin API ``"1"``."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, overload, runtime_checkable
+
+# ``Callable[..., _S]`` rather than ``type[_S]``: mypy refuses a protocol class where
+# ``type[_S]`` is expected (error code ``type-abstract``), and contracts are protocols.
+_S = TypeVar("_S")
 
 
 @runtime_checkable
@@ -30,7 +35,7 @@ class PathGuard(Protocol):
         """The real absolute path, checked. Relative paths are taken from the first root."""
         ...
 
-    def read_bytes(self, path: str | Path) -> bytes: ...
+    def read_bytes(self, path: str | Path, *, limit: int | None = None) -> bytes: ...
 
     def read_text(self, path: str | Path, encoding: str = "utf-8") -> str: ...
 
@@ -73,6 +78,19 @@ class PluginContext(Protocol):
         """Raise :class:`~elowen_sdk.errors.CapabilityError` unless the plugin holds it."""
         ...
 
+    def path_guard(
+        self, read_roots: Iterable[str | os.PathLike[str]], write_roots: Iterable[str | os.PathLike[str]] = (), *, base: str | os.PathLike[str] | None = None
+    ) -> PathGuard:
+        """A new :class:`PathGuard` over other folders (e.g. a user's project folders for the
+        tools of a conversation): ``write_roots`` are readable too; relative paths start at
+        ``base`` (default: the first write root, else the first read root). It confines the
+        plugin's own file helpers; it grants nothing.
+
+        Raises:
+            ValueError: no roots at all, or ``base`` outside them.
+        """
+        ...
+
     @property
     def settings(self) -> Mapping[str, Any]:
         """The kernel's settings (``config.toml``) as last loaded, read-only."""
@@ -105,11 +123,25 @@ class PluginContext(Protocol):
         """Run ``fn(*args)`` in the plugin's nursery; cancelled when the plugin is disabled."""
         ...
 
-    def service(self, name: str) -> Any:
-        """Another plugin's service (needs ``service:<name>``).
+    @overload
+    def service(self, contract: Callable[..., _S], /) -> _S: ...
+
+    @overload
+    def service(self, contract: str, /) -> Any: ...
+
+    def service(self, contract: Any, /) -> Any:
+        """Another plugin's (or the daemon's) service, by contract or by name.
+
+        ``ctx.service(TmuxService)`` takes the service name from the contract
+        (:func:`~elowen_sdk.contracts.service_contract`) and is typed as that protocol;
+        ``ctx.service("tmux")`` is the untyped form. Needs capability ``service:<name>``.
+        Look the service up when you use it rather than keeping it: a provider that is disabled
+        and enabled again offers a new object (``on_service`` tells when).
 
         Raises:
-            LookupError: no enabled plugin offers it.
+            CapabilityError: the plugin does not hold ``service:<name>``.
+            ServiceUnavailable: no enabled plugin offers it now (a ``LookupError``).
+            TypeError: ``contract`` is neither a name nor a service contract.
         """
         ...
 

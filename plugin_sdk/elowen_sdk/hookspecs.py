@@ -91,6 +91,14 @@ def register_services(ctx: Any, register: Any) -> None:
     """``register(Service(name, obj))`` for each service offered to other plugins."""
 
 
+@hookspec
+def register_decision_paths(ctx: Any, register: Any) -> None:
+    """``register(DecisionPath(...))`` for each decision path the plugin offers the overseer
+    (:class:`~elowen_sdk.services.missions.DecisionPath`: ``async propose(request) -> Proposal |
+    None``; ``None`` = the path submits later through ``MissionsService.submit``). Declared in
+    the manifest as ``[contributes] decision_paths``."""
+
+
 # ---------------------------------------------------------------- observational
 
 
@@ -103,6 +111,16 @@ def on_event(ctx: Any, event: Any) -> None:
 def on_tool_result(ctx: Any, call: Any, result: Any, error: str | None) -> None:
     """A brain tool call finished. ``call`` is a :class:`~elowen_sdk.types.ToolCall`;
     ``result`` its JSON result (``None`` on error); ``error`` the error message or ``None``."""
+
+
+@hookspec
+def on_service(ctx: Any, name: str, available: bool) -> None:
+    """Service ``name`` became available (``available=True``: its provider finished
+    ``on_load``, or the daemon registered it) or is about to go away (``False``: its provider is
+    being disabled; it can still be used during this call). A plugin enabled after a service
+    appeared is told of it (``available=True``) right after its own ``on_load``. Lets a plugin
+    that uses a service optionally react instead of polling. The kernel waits for async implementations (each under
+    the hook timeout) before it goes on."""
 
 
 # ---------------------------------------------------------------- mutating
@@ -120,6 +138,15 @@ def before_tool_call(ctx: Any, call: Any) -> Any:
     arguments. Needs ``hook.mutate:tool_call``."""
 
 
+@hookspec
+def intake(ctx: Any, turn: Any) -> Any:
+    """Before a user's chat turn, before any model call: return ``Patch("intake", "reply")`` to
+    claim the message — the brain stores the user message and the appended replies as its
+    answer and makes no model call (a :class:`~elowen_sdk.types.TurnContext` is passed; its
+    ``context`` collects the replies). Return ``None`` to let the ordinary turn run. Not called
+    for brain-worker or goal turns. Needs ``hook.mutate:intake``."""
+
+
 HOOK_KINDS: dict[str, str] = {
     "on_load": "lifecycle",
     "on_unload": "lifecycle",
@@ -132,22 +159,27 @@ HOOK_KINDS: dict[str, str] = {
     "register_loops": "contribution",
     "register_routes": "contribution",
     "register_services": "contribution",
+    "register_decision_paths": "contribution",
     "on_event": "observational",
     "on_tool_result": "observational",
+    "on_service": "observational",
     "turn_context": "mutating",
     "before_tool_call": "mutating",
+    "intake": "mutating",
 }
 """Hook name → kind (``lifecycle``, ``contribution``, ``observational``, ``mutating``)."""
 
 MUTATING_TARGETS: dict[str, str] = {
     "turn_context": "turn_context",
     "before_tool_call": "tool_call",
+    "intake": "intake",
 }
 """Mutating hook name → the target named in its ``hook.mutate:<target>`` capability."""
 
 MUTATING_FIELDS: dict[str, tuple[str, str]] = {
     "turn_context": ("turn", "context"),
     "before_tool_call": ("call", "arguments"),
+    "intake": ("turn", "context"),
 }
 """Mutating hook name → (the argument carrying the object, the field a patch changes)."""
 
@@ -161,5 +193,6 @@ CONTRIBUTION_KINDS: dict[str, str] = {
     "register_loops": "loop",
     "register_routes": "route",
     "register_services": "service",
+    "register_decision_paths": "decision_path",
 }
 """Contribution hook name → the ledger kind of what it registers."""

@@ -45,6 +45,7 @@ Capabilities (``name`` or ``name:argument``):
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -73,7 +74,7 @@ CAPABILITY_NAMES: dict[str, bool] = {
     "settings.write": False,
 }
 
-CONTRIBUTION_FIELDS = ("tools", "commands", "skills", "hooks", "platforms", "executors", "prompt_fragments", "loops", "routes", "services")
+CONTRIBUTION_FIELDS = ("tools", "commands", "skills", "hooks", "platforms", "executors", "prompt_fragments", "loops", "routes", "services", "decision_paths")
 
 KIND_FIELDS: dict[str, str] = {
     "tool": "tools",
@@ -85,13 +86,14 @@ KIND_FIELDS: dict[str, str] = {
     "loop": "loops",
     "route": "routes",
     "service": "services",
+    "decision_path": "decision_paths",
 }
 """Contribution kind (as registered) → the ``[contributes]`` field that must declare it."""
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([.+-][0-9A-Za-z.+-]+)?$")
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_CONFIG_TYPES = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+_CONFIG_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
 
 
 def parse_capability(cap: str) -> tuple[str, str | None]:
@@ -129,14 +131,18 @@ class ConfigField:
         """Return ``value`` checked (and coerced from a string where unambiguous).
 
         Raises:
-            ConfigError: wrong type, out of range, or not one of ``choices``.
+            ConfigError: wrong type, out of range, not finite (``inf``, ``nan``, ``1e309``), or
+                not one of ``choices``.
         """
         value = self._coerce(value)
         py = _CONFIG_TYPES[self.type]
         if self.type in ("integer", "number") and isinstance(value, bool):
             raise ConfigError(f"{self.key}: expected {self.type}, got boolean")
-        if not isinstance(value, py):
+        matches = isinstance(value, py)  # not narrowed: py is a runtime table entry
+        if not matches:
             raise ConfigError(f"{self.key}: expected {self.type}, got {type(value).__name__}")
+        if self.type == "number" and not math.isfinite(value):
+            raise ConfigError(f"{self.key}: {value!r} is not a finite number")
         if self.choices and value not in self.choices:
             raise ConfigError(f"{self.key}: {value!r} is not one of {list(self.choices)}")
         if self.minimum is not None and value < self.minimum:
@@ -210,9 +216,7 @@ class Manifest:
         for hook in self.contributes.get("hooks", ()):
             target = MUTATING_TARGETS.get(hook)
             if target is not None and f"hook.mutate:{target}" not in self.capabilities:
-                out.append(
-                    f"implements mutating hook {hook} but does not declare hook.mutate:{target}: its patches will be dropped"
-                )
+                out.append(f"implements mutating hook {hook} but does not declare hook.mutate:{target}: its patches will be dropped")
         return out
 
     def config_defaults(self) -> dict[str, Any]:

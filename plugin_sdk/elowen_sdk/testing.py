@@ -74,6 +74,7 @@ async def plugin_kernel(
         kernel_kwargs: passed to ``Kernel`` (``hook_timeout``, ``max_hook_failures``…).
     """
     import tomli_w
+
     from elowen.core.kernel import Kernel
     from elowen.core.registry import entry_point_sources
 

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .errors import ElowenError
+
 Handler = Callable[..., Any | Awaitable[Any]]
 """A sync function or ``async def`` coroutine function; the kernel awaits the result if needed."""
 
@@ -70,9 +72,12 @@ class Platform:
 
     The brain calls ``factory(gateway)`` (sync or async) when the plugin is enabled; it returns
     the adapter. ``gateway`` offers ``platform`` (this name) and ``await gateway.turn(
-    platform_user, text) -> list[str]``: one message from the platform's sender ``platform_user``
-    in, the reply texts out (a link code for an unlinked sender; approval prompts ask for
-    ``/allow N`` / ``/reject N``). If the adapter has ``async def run()``, it runs in the
+    platform_user, text, *, projects=None) -> list[str]``: one message from the platform's
+    sender ``platform_user`` in, the reply texts out (a link code for an unlinked sender;
+    approval prompts ask for ``/allow N`` / ``/reject N``). ``projects`` (an iterable of
+    project ids, or ``None``, the default) narrows the turn the message starts: its tools, path
+    guard and prompt see only those of the linked account's projects; ``None`` means all of
+    them. An empty set leaves the turn no project at all. If the adapter has ``async def run()``, it runs in the
     brain's nursery until the plugin (or the brain) is disabled, which cancels it; then its
     optional ``aclose()``/``close()`` is called and ``gateway.turn`` raises ``RuntimeError``.
     Capture your own ``ctx`` from ``register_platforms(ctx, register)`` in the factory. See
@@ -87,12 +92,27 @@ class Platform:
 class Executor:
     """An executor provider: runs a task on a coding-agent CLI or in-process.
 
-    ``name`` is the provider name used in ``exec:`` specs (``claude``, ``opencode``, ``codex``,
-    ``kilo``, ``elowen``); ``provider`` is the object implementing it (see the agents docs).
+    ``name`` is the executor name used in ``exec:`` specs (``claude``, ``opencode``, ``codex``,
+    ``kilo``, ``elowen``, a third party's); ``provider`` is the object implementing it: for a
+    coding-agent CLI an :class:`elowen_sdk.providers.Provider` (its aliases and model rule join
+    the exec grammar of the ``executors`` registry). See ``docs/plugins.md`` ("Writing a
+    provider").
     """
 
     name: str
     provider: Any
+
+    def check(self) -> None:
+        """Check the provider can work (the kernel calls it at registration): calls
+        ``provider.check()`` when the provider has one (every
+        :class:`elowen_sdk.providers.Provider` does: its ``patterns.toml`` must load).
+
+        Raises:
+            ElowenError: the provider cannot work; the message says why.
+        """
+        check = getattr(self.provider, "check", None)
+        if callable(check):
+            check()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +140,9 @@ class Principal:
         scope: ``"full"``, or ``"agent"`` for a token bound to one task.
         task_id: the task an agent token is bound to (``None`` for full tokens).
         project_ids: projects a member may see and act on; ``None`` means all (admins).
+        token_id: the id of the token the request came with (``None`` when unknown); a
+            long-lived stream asks the users service's ``principal(token_id)`` whether it
+            still holds.
     """
 
     user_id: int | None
@@ -128,6 +151,7 @@ class Principal:
     scope: str = "full"
     task_id: int | None = None
     project_ids: frozenset[int] | None = None
+    token_id: int | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -139,13 +163,25 @@ class Principal:
             return False
         return self.project_ids is None or project_id is None or project_id in self.project_ids
 
+    def may_act(self, owner_id: int | None, project_id: int | None = None) -> bool:
+        """The one rule for acting on an agent's work (answering its decisions and
+        escalations, changing or running its mission, changing or cancelling its task, typing
+        into its terminal): an admin, or the owner (``owner_id``, the user who created the
+        task or mission) with a full token who still sees ``project_id``. Other members of
+        the project may only look; agent tokens never act through this rule."""
+        if self.is_admin:
+            return True
+        return self.scope == "full" and self.user_id is not None and owner_id == self.user_id and self.can_see_project(project_id)
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
     """An HTTP request to a plugin :class:`Route`.
 
     ``params`` are the path parameters (``/sessions/{name}`` → ``{"name": ...}``, strings),
-    ``query`` the query string (last value per key), ``json`` the parsed body or ``None``.
+    ``query`` the query string (last value per key), ``json`` the parsed body or ``None``,
+    ``headers`` the request headers (names lower-case; ``Authorization`` included — a plugin
+    that calls the daemon's API on the caller's behalf forwards it).
     """
 
     method: str
@@ -154,6 +190,7 @@ class Request:
     query: Mapping[str, str]
     json: Any
     principal: Principal
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +209,7 @@ class Response:
     content_type: str = "application/json"
 
 
-class HTTPError(Exception):
+class HTTPError(ElowenError):
     """Raise from a route handler to answer ``{"error": {"code", "message"}}`` with ``status``
     (400, 401, 403, 404, 409, 422)."""
 
@@ -293,20 +330,30 @@ class TurnContext:
     """What the ``turn_context`` mutating hook sees and patches (target ``turn_context``).
 
     ``context`` is the list of extra context strings added to the turn; a plugin appends with
-    ``Patch("turn_context", "text")``.
+    ``Patch("turn_context", "text")``. ``projects``: the project ids the turn is narrowed to (a
+    chat platform's effective scope), a sorted tuple; ``None`` (the default): not narrowed. A
+    plugin adding project-bound context (memories of a project) leaves out other projects'.
     """
 
     conversation_id: str
     user: str
     message: str
     context: tuple[str, ...] = ()
+    projects: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """A tool call the brain is about to make (``before_tool_call``, target ``tool_call``)."""
+    """A tool call the brain is about to make (``before_tool_call``, target ``tool_call``).
+
+    ``projects`` is the set of project ids the turn is narrowed to (a chat platform's
+    effective scope, e.g. Discord roles), as a sorted tuple; ``None`` (the default): the
+    user's projects, no narrowing. A tool that keeps acting after the turn (a schedule, say)
+    must not widen a narrowed turn: refuse, or keep the narrowing.
+    """
 
     tool: str
     arguments: Mapping[str, Any]
     conversation_id: str = ""
     user: str = ""
+    projects: tuple[int, ...] | None = None

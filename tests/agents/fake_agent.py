@@ -3,7 +3,8 @@
 It draws REAL captured Claude Code 2.1.197 screens (``tests/fixtures/screens/claude/``) on its
 terminal: working, then ``FAKE_PROMPTS`` permission prompts (each waits for one key: ``1``/Enter
 approve, ``3``/Escape reject), then the idle screen. It appends one JSON line per event to
-``FAKE_LOG``: ``{"event": "trust"|"trust_key"|"prompt"|"key"|"idle", "n"?, "key"?, "wall": time.time()}``.
+``FAKE_LOG``: ``{"event": "trust"|"trust_key"|"prompt"|"key"|"idle"|"input", "n"?, "key"?, "text"?, "wall": time.time()}``
+(``input``: what was typed at the idle screen, as read, ``Enter`` for a lone carriage return).
 
 Environment: ``FAKE_PROMPTS`` (default 1), ``FAKE_LOG``, ``FAKE_AFTER`` (``idle``: stay at the
 idle screen, default; ``exit``: exit 0), ``FAKE_WORK`` (seconds on the working screen, 0.3),
@@ -85,7 +86,7 @@ def main() -> int:
         if os.environ.get("FAKE_AFTER", "idle") == "exit":
             return 0
         while True:
-            _read_key(fd)
+            _log("input", text=_read_key(fd))
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, old)
 

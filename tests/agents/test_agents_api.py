@@ -30,7 +30,6 @@ from tests.support.waiting import free_port, wait
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
 
 
-
 class Daemon:
     def __init__(self, url: str, token: str) -> None:
         self.url = url
@@ -45,15 +44,25 @@ def daemon(tmp_path: Path) -> Iterator[Daemon]:
     home = tmp_path / "elowen"
     home.mkdir()
     wrapper = tmp_path / "fake-claude"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
     sock = f"elowen-test-{uuid.uuid4().hex[:10]}"
     port = free_port()
-    settings = {"plugins": {
-        "tmux": {"config": {"socket": sock, "enter_delay": 0.05}},
-        "agents": {"config": {"url": f"http://127.0.0.1:{port}", "scheduler_interval": 0.5, "janitor_interval": 0.3, "stuck_interval": 0.3, "liveness_interval": 0.3}},
-        "claude-code": {"config": {"binary": str(wrapper), "env": {"FAKE_LOG": str(tmp_path / "fake.log")}}},
-    }}
+    settings = {
+        "plugins": {
+            "tmux": {"config": {"socket": sock, "enter_delay": 0.05}},
+            "agents": {
+                "config": {
+                    "url": f"http://127.0.0.1:{port}",
+                    "scheduler_interval": 0.5,
+                    "janitor_interval": 0.3,
+                    "stuck_interval": 0.3,
+                    "liveness_interval": 0.3,
+                }
+            },
+            "claude-code": {"config": {"binary": str(wrapper), "env": {"FAKE_LOG": str(tmp_path / "fake.log")}}},
+        }
+    }
     (home / "config.toml").write_text(tomli_w.dumps(settings))
     proc, url = launch_daemon(home, port, tmp_path / "stderr.txt")
     try:

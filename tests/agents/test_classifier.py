@@ -302,12 +302,13 @@ question = ['Continue\\?']
 approve_keys = ["y"]
 """
     screen = "Continue?\n> 1. Yes\n  2. No\nOK or CANCEL\n"
-    assert PatternSet.from_toml(base).classify(screen).state == "starting"
+    # without the override the question is unknown: a live dialog by its shape, never answerable
+    assert PatternSet.from_toml(base).classify(screen).state == "unknown_dialog"
     v2 = PatternSet.from_toml(base, version="2.1.0").classify(screen)
     assert v2.state == "permission_prompt" and list(v2.approve_keys) == ["1"]
     v25 = PatternSet.from_toml(base, version="2.5.3").classify(screen)
     assert list(v25.approve_keys) == ["y"]
-    assert PatternSet.from_toml(base, version="3.0").classify(screen).state == "starting"
+    assert PatternSet.from_toml(base, version="3.0").classify(screen).state == "unknown_dialog"
 
 
 @pytest.mark.parametrize(

@@ -14,9 +14,7 @@ from types import SimpleNamespace
 
 import apsw
 import pytest
-from elowen_sdk import Executor, load_manifest
 
-from elowen_builtins.agents.providers import ProviderError, ProviderSettings
 from elowen_builtins.claude_code import plugin as claude_plugin
 from elowen_builtins.claude_code.plugin import SKIP_DIALOG_SETTINGS, ClaudeProvider
 from elowen_builtins.codex import plugin as codex_plugin
@@ -25,6 +23,8 @@ from elowen_builtins.kilo import plugin as kilo_plugin
 from elowen_builtins.kilo.plugin import KiloProvider
 from elowen_builtins.opencode import plugin as opencode_plugin
 from elowen_builtins.opencode.plugin import OpenCodeProvider
+from elowen_sdk import Executor, load_manifest
+from elowen_sdk.providers import ProviderError, ProviderSettings
 
 PLUGINS = Path(__file__).resolve().parents[2] / "builtin_plugins"
 UUID = "d6fef6f0-a006-457c-bfa8-75f24ff54a0d"
@@ -40,7 +40,17 @@ def test_claude_command_lines() -> None:
     p = ClaudeProvider({})
     assert p.build_command("do it", model="sonnet", session_id=UUID) == ["claude", "--model", "sonnet", "--session-id", UUID, "--", "do it"]
     assert p.build_command("go on", model="opus", session_id=UUID, resume=True, skip_permissions=True, extra_args=["--verbose"]) == [
-        "claude", "--model", "opus", "--resume", UUID, "--dangerously-skip-permissions", "--settings", SKIP_DIALOG_SETTINGS, "--verbose", "--", "go on",
+        "claude",
+        "--model",
+        "opus",
+        "--resume",
+        UUID,
+        "--dangerously-skip-permissions",
+        "--settings",
+        SKIP_DIALOG_SETTINGS,
+        "--verbose",
+        "--",
+        "go on",
     ]
     assert p.build_command("-R starts with a dash", model=None) == ["claude", "--", "-R starts with a dash"]
     assert p.build_command("", model=None, binary="/opt/claude") == ["/opt/claude"]
@@ -51,7 +61,16 @@ def test_codex_command_lines() -> None:
     assert p.build_command("task", model="gpt-5") == ["codex", "-m", "gpt-5", "-c", "allow_login_shell=false", "--", "task"]
     # resume is a subcommand and comes before every flag
     assert p.build_command("continue", model="gpt-5", session_id=CODEX_ID, resume=True, skip_permissions=True) == [
-        "codex", "resume", CODEX_ID, "-m", "gpt-5", "--dangerously-bypass-approvals-and-sandbox", "-c", "allow_login_shell=false", "--", "continue",
+        "codex",
+        "resume",
+        CODEX_ID,
+        "-m",
+        "gpt-5",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "-c",
+        "allow_login_shell=false",
+        "--",
+        "continue",
     ]
     with pytest.raises(ProviderError):
         p.build_command("x", model=None, session_id=CODEX_ID)  # codex picks its own id
@@ -67,11 +86,27 @@ def test_opencode_and_kilo_command_lines() -> None:
 
 
 def test_settings_from_config_apply() -> None:
-    cfg = {"binary": "/usr/local/bin/claude", "extra_args": ["--add-dir", "/data"], "skip_permissions": True, "resume_sessions": False, "default_model": "haiku"}
+    cfg = {
+        "binary": "/usr/local/bin/claude",
+        "extra_args": ["--add-dir", "/data"],
+        "skip_permissions": True,
+        "resume_sessions": False,
+        "default_model": "haiku",
+    }
     p = ClaudeProvider(cfg)
     assert p.settings == ProviderSettings("/usr/local/bin/claude", ("--add-dir", "/data"), True, False, "haiku")
     assert p.build_command("t", extra_args=["--debug"]) == [
-        "/usr/local/bin/claude", "--model", "haiku", "--dangerously-skip-permissions", "--settings", SKIP_DIALOG_SETTINGS, "--add-dir", "/data", "--debug", "--", "t",
+        "/usr/local/bin/claude",
+        "--model",
+        "haiku",
+        "--dangerously-skip-permissions",
+        "--settings",
+        SKIP_DIALOG_SETTINGS,
+        "--add-dir",
+        "/data",
+        "--debug",
+        "--",
+        "t",
     ]
     # explicit arguments win over the settings
     assert p.build_command("t", model="opus", skip_permissions=False, binary="claude")[:3] == ["claude", "--model", "opus"]
@@ -117,7 +152,11 @@ def test_claude_trust_merges_into_existing_home_config(tmp_path: Path) -> None:
     work = tmp_path / "work" / "repo"
     work.mkdir(parents=True)
     cfg = home / ".claude.json"
-    cfg.write_text(json.dumps({"numStartups": 7, "theme": "dark", "projects": {"/other": {"hasTrustDialogAccepted": False, "x": 1}, str(work): {"allowedTools": ["Bash"]}}}))
+    cfg.write_text(
+        json.dumps(
+            {"numStartups": 7, "theme": "dark", "projects": {"/other": {"hasTrustDialogAccepted": False, "x": 1}, str(work): {"allowedTools": ["Bash"]}}}
+        )
+    )
     os.chmod(cfg, 0o640)
     written = ClaudeProvider({}).preseed_trust(work, env={"HOME": str(home)})
     assert written == cfg
@@ -163,7 +202,7 @@ def test_codex_trust_merges_into_codex_home_config(tmp_path: Path) -> None:
     work.mkdir()
     (codex_home / "config.toml").write_text(
         'model_provider = "fake"\napproval_policy = "on-request"\n\n[model_providers.fake]\nbase_url = "http://127.0.0.1:9/v1"\nwire_api = "responses"\n\n'
-        f'[projects."/elsewhere"]\ntrust_level = "untrusted"\n\n[features]\ndaemon_auto_start = false\n'
+        '[projects."/elsewhere"]\ntrust_level = "untrusted"\n\n[features]\ndaemon_auto_start = false\n'
     )
     written = CodexProvider({}).preseed_trust(work, env={"CODEX_HOME": str(codex_home)})
     data = tomllib.loads(written.read_text())
@@ -285,7 +324,10 @@ def test_opencode_family_session_ids(tmp_path: Path, cls) -> None:
     assert not p.validate_session_id(SES, workdir=work, env=env)
     older = "ses_aaaaaaaaaaaaaaaaaaaaaaaaaa"
     child = "ses_cccccccccccccccccccccccccc"
-    _session_db(p.database(env), [(older, None, str(work), 100), (SES, None, str(work), 200), (child, SES, str(work), 300), ("ses_bbbbbbbbbbbbbbbbbbbbbbbbbb", None, "/elsewhere", 400)])
+    _session_db(
+        p.database(env),
+        [(older, None, str(work), 100), (SES, None, str(work), 200), (child, SES, str(work), 300), ("ses_bbbbbbbbbbbbbbbbbbbbbbbbbb", None, "/elsewhere", 400)],
+    )
     assert p.find_session_id(work, env=env) == SES  # newest top-level session of this folder
     assert p.validate_session_id(SES, workdir=work, env=env)
     assert p.validate_session_id(older, workdir=work, env=env)
@@ -329,7 +371,19 @@ def test_plugin_manifest_and_registration(folder: str, plugin_name: str, executo
     manifest = load_manifest(PLUGINS / folder / "elowen-plugin.toml")
     assert manifest.name == plugin_name and manifest.entry == f"elowen_builtins.{folder}.plugin"
     assert list(manifest.contributes["executors"]) == [executor]
-    assert set(manifest.config) == {"binary", "extra_args", "skip_permissions", "resume_sessions", "default_model", "env"}
+    # the CLIs with wired channels: Claude Code (MCP + permission hook), OpenCode and Kilo (MCP)
+    channels = {"claude-code": {"mcp", "permission_channel"}, "opencode": {"mcp"}, "kilo": {"mcp"}}.get(plugin_name, set())
+    assert set(manifest.config) == {
+        "binary",
+        "extra_args",
+        "skip_permissions",
+        "resume_sessions",
+        "default_model",
+        "env",
+        "sandbox",
+        "sandbox_network",
+        *channels,
+    }
     config = manifest.validate_config({"binary": f"/opt/{executor}", "extra_args": ["--x"], "default_model": "m/1"})
     # ctx is a plain record here: the kernel's PluginContext is tested in tests/kernel
     ctx = SimpleNamespace(config=config, name=plugin_name)
@@ -341,6 +395,8 @@ def test_plugin_manifest_and_registration(folder: str, plugin_name: str, executo
     assert provider.settings.binary == f"/opt/{executor}" and provider.settings.extra_args == ("--x",)
     assert provider.build_command("t")[0] == f"/opt/{executor}"
     assert (PLUGINS / folder / "patterns.toml").is_file()
+    assert provider.settings.sandbox == "auto" and provider.settings.sandbox_network is True  # sandboxed by default
+    assert provider.state_paths(env={"HOME": "/h"})  # its read-write folders inside the sandbox
 
 
 def test_kilo_skip_permissions_is_documented_as_noop() -> None:

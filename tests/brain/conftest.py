@@ -14,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from elowen.core.store import utc_iso
-from elowen.daemon.execspec import resolve
+from elowen.daemon.auth import Access
 from elowen.daemon.services.tasks import TaskService
+from elowen.daemon.services.users import UserService, UsersHostService
 from elowen_sdk import Service
 from elowen_sdk.testing import plugin_kernel
-
+from tests.support.executors import kernel_resolver
 from tests.support.model_server import ModelServer, ParsedRequest, Reply, ToolCall
 
 SPECS = {"openai": "fake/test-model", "anthropic": "fakeant/claude-test"}
@@ -31,8 +33,13 @@ class Queue:
     A reply may be a callable ``(ParsedRequest) -> Reply``. Requests without tools (compaction,
     goal drafts) are answered by ``side`` (default: a short summary text)."""
 
-    def __init__(self, replies: Iterable[Reply | Callable[[ParsedRequest], Reply]] = (), *, fallback: Reply | None = None,
-                 side: Callable[[ParsedRequest], Reply] | None = None) -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply | Callable[[ParsedRequest], Reply]] = (),
+        *,
+        fallback: Reply | None = None,
+        side: Callable[[ParsedRequest], Reply] | None = None,
+    ) -> None:
         self.replies = list(replies)
         self.fallback = fallback or Reply(text="ok")
         self.side = side or (lambda r: Reply(text="Summary: the user worked on files."))
@@ -92,17 +99,29 @@ def _seed(store: Any, tmp: Path) -> tuple[int, int, Path, int, Path]:
 
 
 @asynccontextmanager
-async def brain_kernel(tmp_path: Path, api: str = "openai", *, config: dict[str, Any] | None = None,
-                       home: Path | None = None, seed: bool = True) -> AsyncIterator[BrainEnv]:
-    """A kernel with brain + inference enabled and the model server configured."""
-    cfg = {"brain": {"worker_interval": 0.1, **(config or {})}}
+async def brain_kernel(
+    tmp_path: Path,
+    api: str = "openai",
+    *,
+    config: dict[str, Any] | None = None,
+    home: Path | None = None,
+    seed: bool = True,
+    enable_more: tuple[str, ...] | list[str] = (),
+    plugin_config: dict[str, dict[str, Any]] | None = None,
+) -> AsyncIterator[BrainEnv]:
+    """A kernel with brain + inference (+ ``enable_more``) enabled and the model server
+    configured; ``plugin_config``: config of the other plugins."""
+    cfg = {**(plugin_config or {}), "brain": {"worker_interval": 0.1, **(config or {})}}
     with ModelServer(Queue()) as server:
-        async with plugin_kernel(home or tmp_path, enable=["brain", "inference"], config=cfg) as kernel:
+        # opencode: a provider plugin, so the brain's coding-agent tasks (opencode:…) resolve
+        async with plugin_kernel(home or tmp_path, enable=["brain", "inference", "opencode", *enable_more], config=cfg) as kernel:
+
             def providers(data: dict[str, Any]) -> None:
                 data.setdefault("inference", {})["providers"] = {
                     "fake": {"kind": "openai", "base_url": server.url + "/v1", "max_retries": 0, "timeout": 20},
                     "fakeant": {"kind": "anthropic", "base_url": server.url, "max_retries": 0, "timeout": 20},
                 }
+
             kernel.settings.update(providers)
             store = kernel.store
             if seed:
@@ -111,8 +130,11 @@ async def brain_kernel(tmp_path: Path, api: str = "openai", *, config: dict[str,
                 admin, member = 1, 2
                 row = store.query_one("SELECT id, path FROM projects ORDER BY id LIMIT 1")
                 pid, project, other = row["id"], Path(row["path"]), tmp_path / "outside"
-            tasks = TaskService(store, kernel.events, lambda spec: resolve(spec, fallback="sonnet"))
+            tasks = TaskService(store, kernel.events, kernel_resolver(kernel))
             kernel.contributions.add("daemon", "service", Service("tasks", tasks), [])
+            if kernel.contributions.all("service").get("users") is None:  # the daemon's users service
+                users = UsersHostService(UserService(store, Access(store)))
+                kernel.contributions.add("daemon", "service", Service("users", users), [])
             service = kernel.contributions.get("service", "brain").obj.obj
             yield BrainEnv(kernel, service, server, tasks, admin, member, project, pid, other, SPECS[api])
 

@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 import trio
+
 from elowen.core.store import Store
+from elowen_builtins.brain.channels import CODE_TTL, MAX_TEXT, ChannelClosed, normalize_code, plain_error
 from elowen_sdk import Platform, hookimpl
 from elowen_sdk.testing import plugin_kernel
-
-from elowen_builtins.brain.channels import CODE_TTL, MAX_TEXT, ChannelClosed, normalize_code, plain_error
-
 from tests.support.model_server import Reply
 
 from .conftest import brain_kernel, call
@@ -72,8 +71,7 @@ async def test_unlinked_sender_gets_a_single_use_code_then_turns_reach_the_point
         active = env.service.active(env.admin, create=False)
         assert active is not None, "the channel turn made (and pointed at) the admin's conversation"
         view = env.service.view(env.admin, active["id"])
-        assert [(m["role"], m["content"]) for m in view["messages"]] == [
-            ("user", "what can you do?"), ("assistant", "Hi Ada, how can I help?")]
+        assert [(m["role"], m["content"]) for m in view["messages"]] == [("user", "what can you do?"), ("assistant", "Hi Ada, how can I help?")]
         assert view["conversation"]["active"] is True
 
         # the web dock moves the pointer: the channel follows it
@@ -83,7 +81,9 @@ async def test_unlinked_sender_gets_a_single_use_code_then_turns_reach_the_point
         assert await env.service.channel_turn("chat", "ada#1", "still there?") == ["second conversation"]
         assert [m["content"] for m in env.service.view(env.admin, other["id"])["messages"]] == ["still there?", "second conversation"]
         assert [(a["actor"], a["target"], a["outcome"]) for a in audit(env, "brain.channel.link")] == [
-            (f"user:{env.admin}", "chat:ada#1", "ok"), (f"user:{env.member}", "", "denied")]
+            (f"user:{env.admin}", "chat:ada#1", "ok"),
+            (f"user:{env.member}", "", "denied"),
+        ]
 
 
 async def test_codes_expire_and_a_new_message_replaces_the_old_code(tmp_path: Path) -> None:
@@ -202,8 +202,12 @@ def test_plain_error_strips_exception_class_names() -> None:
 
 async def test_two_senders_linked_to_two_users_stay_separate(tmp_path: Path) -> None:
     async with _kernel(tmp_path) as env:
-        env.script(lambda r: Reply(text=f"echo: {r.prompt}"), lambda r: Reply(text=f"echo: {r.prompt}"),
-                   lambda r: Reply(text=f"echo: {r.prompt}"), lambda r: Reply(text=f"echo: {r.prompt}"))
+        env.script(
+            lambda r: Reply(text=f"echo: {r.prompt}"),
+            lambda r: Reply(text=f"echo: {r.prompt}"),
+            lambda r: Reply(text=f"echo: {r.prompt}"),
+            lambda r: Reply(text=f"echo: {r.prompt}"),
+        )
         await linked(env, "chat", "ada", env.admin)
         await linked(env, "chat", "mia", env.member)
         async with trio.open_nursery() as nursery:
@@ -285,8 +289,10 @@ def _platform_module(tmp_path: Path) -> tuple[types.ModuleType, Path, list[Adapt
     module.register_platforms = register_platforms  # type: ignore[attr-defined]
     sys.modules[module.__name__] = module
     manifest = tmp_path / "testchat-plugin.toml"
-    manifest.write_text('name = "testchat"\nversion = "0.1.0"\napi = "1"\nentry = "elowen_test_chan_platform"\n'
-                        'description = "test platform"\n[contributes]\nplatforms = ["testchat"]\nhooks = ["register_platforms"]\n')
+    manifest.write_text(
+        'name = "testchat"\nversion = "0.1.0"\napi = "1"\nentry = "elowen_test_chan_platform"\n'
+        'description = "test platform"\n[contributes]\nplatforms = ["testchat"]\nhooks = ["register_platforms"]\n'
+    )
     return module, manifest, adapters, log
 
 
@@ -314,8 +320,9 @@ async def test_brain_runs_platform_adapters_and_stops_them_with_their_plugin(tmp
         assert first.gateway.platform == "testchat" and not first.gateway.closed
         assert service.platforms.status() == [{"name": "testchat", "plugin": "testchat", "state": "running", "error": None, "detail": None}]
         first.configured, first.detail = False, "set the secret first"  # an adapter that cannot work says so
-        assert service.platforms.status() == [{"name": "testchat", "plugin": "testchat", "state": "not_configured", "error": None,
-                                               "detail": "set the secret first"}]
+        assert service.platforms.status() == [
+            {"name": "testchat", "plugin": "testchat", "state": "not_configured", "error": None, "detail": "set the secret first"}
+        ]
         first.configured, first.detail = True, None
         assert CODE_RE.search((await first.gateway.turn("u1", "hi"))[0]), "the gateway runs channel turns"
 

@@ -90,6 +90,8 @@ async def test_a_second_turn_is_refused_while_one_runs_but_instant_commands_answ
 async def test_the_view_says_which_model_answers_and_whether_it_gets_tools(tmp_path: Path) -> None:
     async with brain_kernel(tmp_path) as env:
         conv = env.conversation()  # on the scripted OpenAI-compatible provider
-        assert env.service.view(env.admin, conv["id"])["model"] == {"spec": env.spec, "kind": "openai", "tools": True}
+        assert env.service.view(env.admin, conv["id"])["model"] == {"spec": env.spec, "kind": "openai", "tools": True, "ready": True, "problem": None}
         local = env.service.create_conversation(env.admin, model="local/smollm2")
-        assert env.service.view(env.admin, local["id"])["model"] == {"spec": "local/smollm2", "kind": "local", "tools": False}
+        local_model = env.service.view(env.admin, local["id"])["model"]
+        assert {k: local_model[k] for k in ("spec", "kind", "tools")} == {"spec": "local/smollm2", "kind": "local", "tools": False}
+        assert local_model["ready"] is (local_model["problem"] is None)  # ready unless the embedded model is not installed

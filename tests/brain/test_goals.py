@@ -50,6 +50,7 @@ async def test_goal_finishes_with_evidence(tmp_path: Path, api: str) -> None:
 
 async def test_premature_goal_done_is_rejected_while_a_subgoal_is_open(tmp_path: Path) -> None:
     async with brain_kernel(tmp_path) as env:
+
         def draft(request: ParsedRequest) -> Reply:
             assert request.json_schema is not None
             return Reply(text=json.dumps(example_for_schema(request.json_schema)))

@@ -157,8 +157,7 @@ def test_approval_round_trip_over_http(stack: tuple[DaemonProc, ModelServer, Pat
 def _chat(daemon: DaemonProc, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
     code = "from elowen.cli.main import main; main()"
     env = {**os.environ, "ELOWEN_URL": daemon.url, "ELOWEN_TOKEN": token or daemon.admin_token, "ELOWEN_HOME": str(daemon.home)}
-    return subprocess.run([sys.executable, "-c", code, "chat", *args], capture_output=True, text=True, env=env, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run([sys.executable, "-c", code, "chat", *args], capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
 
 
 def test_cli_one_shot_list_and_headless_goal(stack: tuple[DaemonProc, ModelServer, Path]) -> None:
@@ -200,6 +199,9 @@ def test_bad_ids_are_4xx_never_500(stack: tuple[DaemonProc, ModelServer, Path]) 
         for bad in (-1, 0, 99999999999999999999999):
             _error(member.post("/brain/conversations", json={"project_id": bad}), 422, "validation_error")
         _error(member.get("/brain/conversations", params={"limit": "²"}), 422)
+        for bad in ("garbage!", "YzoxMg", "djE6LTE"):  # the old "c:12" format, "v1:-1": the SDK's cursor only
+            _error(member.get("/brain/conversations", params={"cursor": bad}), 400, "bad_cursor")
+        assert member.get("/brain/conversations", params={"cursor": "djE6MQ"}).json()["items"] == []  # v1:1 (newest first: nothing below id 1)
     assert "OverflowError" not in daemon.log_path.read_text()
 
 

@@ -8,18 +8,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from elowen.core.store import utc_iso
-from elowen_sdk.testing import plugin_kernel
 
+from elowen.core.store import utc_iso
 from elowen_builtins.inference.loopguard import MIN_SEGMENT
+from elowen_sdk.testing import plugin_kernel
 
 pytestmark = pytest.mark.slow
 
 
 async def test_brain_replies_with_the_embedded_local_model(tmp_path: Path) -> None:
     async with plugin_kernel(tmp_path, enable=["brain", "inference"]) as kernel:
-        uid = kernel.store.execute(
-            "INSERT INTO users (name, role, tool_grants, created_at) VALUES ('admin', 'admin', '[\"*\"]', ?)", (utc_iso(),))
+        uid = kernel.store.execute("INSERT INTO users (name, role, tool_grants, created_at) VALUES ('admin', 'admin', '[\"*\"]', ?)", (utc_iso(),))
         service = kernel.contributions.get("service", "brain").obj.obj
         assert service.model_for(service.session(service.active(uid))) == ""  # the relay's default: local/smollm2
         out = await service.turn(uid, None, "Say hello in one short sentence.")
@@ -46,8 +45,7 @@ async def test_hello_reply_is_short_and_does_not_loop(tmp_path: Path) -> None:
     project = tmp_path / "demo"
     project.mkdir()
     async with plugin_kernel(tmp_path, enable=["brain", "inference"]) as kernel:
-        uid = kernel.store.execute(
-            "INSERT INTO users (name, role, tool_grants, created_at) VALUES ('admin', 'admin', '[\"*\"]', ?)", (utc_iso(),))
+        uid = kernel.store.execute("INSERT INTO users (name, role, tool_grants, created_at) VALUES ('admin', 'admin', '[\"*\"]', ?)", (utc_iso(),))
         kernel.store.execute("INSERT INTO projects (name, path, created_at) VALUES ('demo', ?, ?)", (str(project), utc_iso()))
         service = kernel.contributions.get("service", "brain").obj.obj
         for _ in range(3):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from elowen_sdk import Command
 
 from .conftest import brain_kernel
@@ -32,8 +33,7 @@ async def _events(env: Any, cid: int, text: str) -> list[dict[str, Any]]:
     return out
 
 
-async def test_a_failing_plugin_command_answers_with_an_error_logs_and_audits(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+async def test_a_failing_plugin_command_answers_with_an_error_logs_and_audits(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR)
     async with brain_kernel(tmp_path) as env:
         env.kernel.contributions.add("notesplug", "command", Command("notes", "Notes.", _boom), [])

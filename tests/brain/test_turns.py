@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from elowen_sdk import Tool
 
+from elowen_sdk import Tool
 from tests.support.model_server import ParsedRequest, Reply
 
 from .conftest import BrainEnv, brain_kernel, call, tool_results
@@ -37,9 +37,13 @@ async def test_path_escape_is_refused(tmp_path: Path, api: str) -> None:
     async with brain_kernel(tmp_path, api) as env:
         (env.project / "link").symlink_to(env.other)
         queue = env.script(
-            Reply(tool_calls=[call("files.read", path=str(env.other / "secret.txt")),
-                              call("files.read", path="../outside/secret.txt"),
-                              call("files.write", path="link/secret.txt", content="pwned")]),
+            Reply(
+                tool_calls=[
+                    call("files.read", path=str(env.other / "secret.txt")),
+                    call("files.read", path="../outside/secret.txt"),
+                    call("files.write", path="link/secret.txt", content="pwned"),
+                ]
+            ),
             Reply(text="I cannot reach that file."),
         )
         conv = env.conversation()
@@ -136,8 +140,12 @@ async def test_yolo_default_persists_and_session_override_wins(tmp_path: Path) -
 async def test_plugin_tool_hooks_and_unknown_tool(tmp_path: Path) -> None:
     async with brain_kernel(tmp_path) as env:
         seen = []
-        env.kernel.contributions.add("extra", "tool", Tool("extra.echo", "Echo.", lambda text: seen.append(text) or {"echo": text},
-                                                          {"type": "object", "properties": {"text": {"type": "string"}}}), [])
+        env.kernel.contributions.add(
+            "extra",
+            "tool",
+            Tool("extra.echo", "Echo.", lambda text: seen.append(text) or {"echo": text}, {"type": "object", "properties": {"text": {"type": "string"}}}),
+            [],
+        )
         queue = env.script(Reply(tool_calls=[call("extra.echo", text="ping"), call("nope.tool")]), Reply(text="ok"))
         conv = env.conversation()
         await env.service.turn(env.admin, conv["id"], "echo")
@@ -180,13 +188,17 @@ def _window(limit: int, api: str) -> Any:
     """A model whose context holds ``limit`` characters of request: larger requests get the
     provider's real "does not fit" error (OpenAI's ``maximum context length`` message,
     Anthropic's ``prompt is too long``)."""
-    message = ("This model's maximum context length is 2048 tokens. However, your messages resulted in 9000 tokens."
-               if api == "openai" else "prompt is too long: 9000 tokens > 2048 maximum")
+    message = (
+        "This model's maximum context length is 2048 tokens. However, your messages resulted in 9000 tokens."
+        if api == "openai"
+        else "prompt is too long: 9000 tokens > 2048 maximum"
+    )
 
     def answer(request: ParsedRequest) -> Reply:
         if len(json.dumps(request.body)) > limit:
             return Reply(status=400, error_message=message)
         return Reply(text="it fits")
+
     return answer
 
 
@@ -197,8 +209,12 @@ async def test_a_context_overflow_compacts_the_history_and_the_turn_goes_on(tmp_
         await env.service.turn(env.admin, conv["id"], "some background " + "a" * 6000)
         await env.service.turn(env.admin, conv["id"], "more background " + "b" * 6000)
         limit = 9000  # the two earlier messages (12,000+ characters) no longer fit with a new one
-        queue = env.script(_window(limit, api), _window(limit, api), fallback=Reply(text="unexpected"),
-                           side=lambda r: Reply(status=400, error_message="prompt is too long: 9000 tokens > 2048 maximum"))
+        queue = env.script(
+            _window(limit, api),
+            _window(limit, api),
+            fallback=Reply(text="unexpected"),
+            side=lambda r: Reply(status=400, error_message="prompt is too long: 9000 tokens > 2048 maximum"),
+        )
         out = await env.service.turn(env.admin, conv["id"], "so what now?")
         assert out["messages"][-1]["content"] == "it fits", out["messages"][-3:]
         assert len(queue.seen) == 2  # the failed call, then the same round on the compacted history

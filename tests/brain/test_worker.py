@@ -23,13 +23,22 @@ async def _wait_state(env: BrainEnv, task_id: int, states: set[str], timeout: fl
 async def test_brain_creates_a_coding_agent_task(tmp_path: Path, api: str) -> None:
     async with brain_kernel(tmp_path, api) as env:
         queue = env.script(
-            Reply(tool_calls=[call("tasks.create", title="Add a CLI flag", description="Add --verbose to the tool.",
-                                   project="proj", exec="opencode:anthropic/claude-sonnet-4")]),
+            Reply(
+                tool_calls=[
+                    call(
+                        "tasks.create",
+                        title="Add a CLI flag",
+                        description="Add --verbose to the tool.",
+                        project="proj",
+                        exec="opencode:anthropic/claude-sonnet-4",
+                    )
+                ]
+            ),
             Reply(text="I started task for you."),
         )
         conv = env.conversation(user=env.member)
         await env.service.turn(env.member, conv["id"], "this is big, spawn an agent")
-        tasks = env.tasks.list()
+        tasks = env.tasks.list_tasks()
         assert len(tasks) == 1
         task = tasks[0]
         assert task["title"] == "Add a CLI flag" and task["owner_id"] == env.member and task["project_id"] == env.project_id
@@ -40,18 +49,17 @@ async def test_brain_creates_a_coding_agent_task(tmp_path: Path, api: str) -> No
 async def test_brain_worker_task_closes_itself(tmp_path: Path, api: str) -> None:
     spec = {"openai": "elowen:fake/test-model", "anthropic": "elowen:fakeant/claude-test"}[api]
     async with brain_kernel(tmp_path, api) as env:
+
         def worker(request: ParsedRequest) -> Reply:
             assert "task_close" in request.tool_names and "ask_user" not in request.tool_names
             if not request.tool_results:
-                return Reply(tool_calls=[call("files.write", path="NOTES.md", content="written by the worker\n"),
-                                         call("terminal.run", command="cat NOTES.md")])
+                return Reply(tool_calls=[call("files.write", path="NOTES.md", content="written by the worker\n"), call("terminal.run", command="cat NOTES.md")])
             if len(request.tool_results) == 2:
                 return Reply(tool_calls=[call("task.close", summary="Wrote NOTES.md", evidence=["cat NOTES.md: written by the worker"])])
             return Reply(text="Closed.")
 
         env.server.script = lambda r: worker(r) if r.has_tools else Reply(text="summary")
-        task = env.tasks.create(title="Write notes", description="Create NOTES.md", project_id=env.project_id, exec=spec,
-                                owner_id=env.admin)
+        task = env.tasks.create(title="Write notes", description="Create NOTES.md", project_id=env.project_id, exec=spec, owner_id=env.admin)
         env.service.worker.wake()
         closed = await _wait_state(env, task["id"], {"closed", "blocked"})
         assert closed["state"] == "closed" and closed["summary"] == "Wrote NOTES.md"
@@ -74,6 +82,7 @@ async def test_worker_that_does_not_close_is_retried_then_blocked(tmp_path: Path
 
 async def test_worker_refuses_destructive_commands(tmp_path: Path) -> None:
     async with brain_kernel(tmp_path) as env:
+
         def worker(request: ParsedRequest) -> Reply:
             if not request.tool_results:
                 return Reply(tool_calls=[call("terminal.run", command="rm -rf ~")])

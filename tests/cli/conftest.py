@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.support.waiting import free_port
 
 ELOWEN = Path(sys.executable).parent / "elowen"
 RUN_TIMEOUT = 60.0
-
 
 
 @dataclass
@@ -43,9 +43,7 @@ class Home:
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = RUN_TIMEOUT, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``elowen ARGS`` to completion (text output captured)."""
-        return subprocess.run(
-            [str(ELOWEN), *args], env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout, cwd=cwd
-        )
+        return subprocess.run([str(ELOWEN), *args], env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
     def ok(self, *args: str, **kwargs: Any) -> str:
         """Run ``elowen ARGS``, assert exit status 0, return stdout."""
@@ -59,9 +57,7 @@ class Home:
         return json.loads(self.ok(*args, "--json", **kwargs))
 
     def popen(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [str(ELOWEN), *args], env={**self.env, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1
-        )
+        return subprocess.Popen([str(ELOWEN), *args], env={**self.env, **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
 
     def pid_info(self) -> dict[str, Any] | None:
         try:

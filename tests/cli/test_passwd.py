@@ -27,8 +27,9 @@ def _name(prefix: str) -> str:
 
 def _login(home: Home, name: str, password: str) -> int:
     """``POST /auth/login`` straight at the daemon; the HTTP status."""
-    req = urllib.request.Request(f"{home.url}/auth/login", data=json.dumps({"name": name, "password": password}).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        f"{home.url}/auth/login", data=json.dumps({"name": name, "password": password}).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status
@@ -110,11 +111,18 @@ def test_own_password_on_a_terminal_is_prompted_twice_without_echo(daemon: Home)
     name = _name("ben")
     token = _add_user(daemon, name)
     secret = f"tty-{uuid.uuid4().hex[:12]}"
-    status, shown = _on_tty(daemon, ["user", "passwd"], [("New password: ", "short"),  # too short: asked again
-                                                         ("New password: ", secret),
-                                                         ("Repeat the new password: ", secret + "!"),  # mismatch
-                                                         ("New password: ", secret),
-                                                         ("Repeat the new password: ", secret)], token=token)
+    status, shown = _on_tty(
+        daemon,
+        ["user", "passwd"],
+        [
+            ("New password: ", "short"),  # too short: asked again
+            ("New password: ", secret),
+            ("Repeat the new password: ", secret + "!"),  # mismatch
+            ("New password: ", secret),
+            ("Repeat the new password: ", secret),
+        ],
+        token=token,
+    )
     assert status == 0, shown
     assert "8 to 1024 characters" in shown and "do not match" in shown
     assert f"{name}: password set" in shown
@@ -122,8 +130,9 @@ def test_own_password_on_a_terminal_is_prompted_twice_without_echo(daemon: Home)
     assert _login(daemon, name, secret) == 200
     # now that one is set, changing it asks for the current one first
     new = secret + "-2"
-    status, shown = _on_tty(daemon, ["user", "passwd"], [("Current password: ", secret), ("New password: ", new),
-                                                         ("Repeat the new password: ", new)], token=token)
+    status, shown = _on_tty(
+        daemon, ["user", "passwd"], [("Current password: ", secret), ("New password: ", new), ("Repeat the new password: ", new)], token=token
+    )
     assert status == 0, shown
     assert _login(daemon, name, new) == 200 and _login(daemon, name, secret) == 401
     # a wrong current password is refused at once, before the new one is asked for
@@ -210,8 +219,9 @@ def test_user_list_shows_whether_a_password_is_set(daemon: Home) -> None:
 
 
 def _login_token(home: Home, name: str, password: str) -> str:
-    req = urllib.request.Request(f"{home.url}/auth/login", data=json.dumps({"name": name, "password": password}).encode(),
-                                 headers={"Content-Type": "application/json"}, method="POST")
+    req = urllib.request.Request(
+        f"{home.url}/auth/login", data=json.dumps({"name": name, "password": password}).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return str(json.loads(resp.read())["token"])
 

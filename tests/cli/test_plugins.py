@@ -47,6 +47,8 @@ def test_plugin_list_info_and_toggle_builtin_tmux(daemon: Home) -> None:
     assert _plugins(daemon)["tmux"]["state"] == "disabled"
     assert daemon.ok("plugin", "enable", "tmux").strip() == "tmux: enabled"
     assert _plugins(daemon)["tmux"]["state"] == "enabled"
+    assert daemon.ok("plugin", "disable", "tmux").strip() == "tmux: disabled"
+    assert daemon.ok("plugin", "enable", "tmux", "tmux").splitlines() == ["tmux: enabled", "tmux: enabled"]  # several names
 
     out = daemon.ok("plugin", "config", "tmux", "width=120", "enter_delay=0.25")
     assert "width = 120" in out and "enter_delay = 0.25" in out
@@ -71,7 +73,9 @@ def hello_wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("wheels")
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(HELLO)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("elowen_hello-*.whl")
@@ -88,9 +92,7 @@ def _bumped_wheel(tmp: Path) -> Path:
     pyproject = src / "pyproject.toml"
     pyproject.write_text(re.sub(r'(?m)^version = ".*"$', 'version = "99.0.0"', pyproject.read_text(), count=1))
     out = tmp / "next-wheel"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("elowen_hello-99.0.0-*.whl")
     return wheel
@@ -166,8 +168,12 @@ def test_plugin_install_failure(daemon: Home, tmp_path: Path) -> None:
 
 
 def test_not_enabled_message_ends_with_the_fix() -> None:
-    record = {"name": "notes", "state": "needs-approval", "error": "needs capabilities not granted: hook.mutate:turn_context, store",
-              "capabilities": {"missing": ["hook.mutate:turn_context", "store"]}}
+    record = {
+        "name": "notes",
+        "state": "needs-approval",
+        "error": "needs capabilities not granted: hook.mutate:turn_context, store",
+        "capabilities": {"missing": ["hook.mutate:turn_context", "store"]},
+    }
     assert not_enabled_message("notes", record) == (
         "plugin notes needs capabilities not granted: hook.mutate:turn_context, store; "
         "grant them with: elowen plugin grant notes hook.mutate:turn_context store"
@@ -188,9 +194,7 @@ def _wheel_needing(tmp: Path, capability: str) -> Path:
     manifest.write_text(text.replace('required = ["hook.mutate:turn_context"]', f'required = ["hook.mutate:turn_context", "{capability}"]'))
     assert manifest.read_text() != text
     out = tmp / "cap-wheel"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300
-    )
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out.glob("elowen_hello-98.0.0-*.whl")
     return wheel

@@ -32,8 +32,23 @@ def test_task_round_trip(daemon: Home, project: dict[str, Any]) -> None:
     pid = str(project["id"])
     dep = daemon.json("task", "create", "first step", "--project", pid)
     created = daemon.json(
-        "task", "create", "write the parser", "--project", pid, "--description", "use the grammar",
-        "--priority", "1", "--dep", str(dep["id"]), "--label", "parser", "--label", "v1", "--exec", "sonnet",
+        "task",
+        "create",
+        "write the parser",
+        "--project",
+        pid,
+        "--description",
+        "use the grammar",
+        "--priority",
+        "1",
+        "--dep",
+        str(dep["id"]),
+        "--label",
+        "parser",
+        "--label",
+        "v1",
+        "--exec",
+        "sonnet",
     )
     assert created["title"] == "write the parser" and created["state"] == "open"
     assert created["priority"] == 1 and created["deps"] == [dep["id"]] and set(created["labels"]) == {"parser", "v1"}
@@ -138,7 +153,13 @@ def test_user_add_list_grant(daemon: Home, project: dict[str, Any]) -> None:
     [
         (("task", "show", "999999"), 1),
         (("task", "close", "999999", "--summary", "x"), 1),
-        (("task", "create",), 2),
+        (
+            (
+                "task",
+                "create",
+            ),
+            2,
+        ),
         (("task", "list", "--state", "bogus"), 2),
         (("task", "create", "t", "--priority", "9", "--project", "1"), 2),
         (("no-such-command",), 2),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 import pytest
+
 from elowen.cli.client import Client, Event, parse_sse
 from elowen.cli.config import load_config
 from elowen.cli.events import format_event
@@ -44,7 +45,7 @@ def test_config_rejects_bad_values(env: dict[str, str]) -> None:
 
 
 def test_parse_sse_fields_comments_and_multiline_data() -> None:
-    raw = b": heartbeat\n\nid: 7\nevent: task.created\ndata: {\"id\": 1}\n\n" b"retry: 100\nid: 8\ndata: a\ndata: b\r\n\r\nid: 9\nevent: x\n\n"
+    raw = b': heartbeat\n\nid: 7\nevent: task.created\ndata: {"id": 1}\n\nretry: 100\nid: 8\ndata: a\ndata: b\r\n\r\nid: 9\nevent: x\n\n'
     events = list(parse_sse(iter(raw.splitlines(keepends=True))))
     assert events == [Event("7", "task.created", '{"id": 1}'), Event("8", "message", "a\nb")]
     assert events[0].json() == {"id": 1} and events[1].json() == "a\nb"

@@ -34,6 +34,17 @@ def agent_token(home: Path, task_id: int) -> str:
         store.close()
 
 
+def parked_task(client: httpx.Client, project_id: int, title: str) -> int:
+    """A task no agent will claim (it depends on an open gate task), for tests of agent tokens:
+    the agents plugin would otherwise start a CLI for it, and the session's end (no CLI is
+    installed in these daemons) revokes the task's agent tokens at once."""
+    gate = client.post("/tasks", json={"title": f"gate of {title}", "project_id": project_id})
+    assert gate.status_code == 201, gate.text
+    r = client.post("/tasks", json={"title": title, "project_id": project_id, "deps": [gate.json()["id"]]})
+    assert r.status_code == 201, r.text
+    return int(r.json()["id"])
+
+
 def make_project(client: httpx.Client, folder: Path, name: str) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     r = client.post("/projects", json={"name": name, "path": str(folder)})

@@ -25,8 +25,7 @@ async def read_sse(response: httpx.Response, *, comments: list[str] | None = Non
     async for line in response.aiter_lines():
         if line == "":
             if "data" in fields:
-                yield SseEvent(int(fields["id"]) if "id" in fields else None, fields.get("event", "message"),
-                               json.loads(fields["data"]), time.perf_counter())
+                yield SseEvent(int(fields["id"]) if "id" in fields else None, fields.get("event", "message"), json.loads(fields["data"]), time.perf_counter())
             fields = {}
             continue
         if line.startswith(":"):

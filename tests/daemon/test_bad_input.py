@@ -37,8 +37,7 @@ def _fill(path: str, value: str) -> str:
 
 
 def _real(path: str, ctx: dict) -> str:
-    return (path.replace("{task_id}", str(ctx["task"])).replace("{user_id}", "1")
-            .replace("{project_id}", str(ctx["project"])).replace("{name}", "nope"))
+    return path.replace("{task_id}", str(ctx["task"])).replace("{user_id}", "1").replace("{project_id}", str(ctx["project"])).replace("{name}", "nope")
 
 
 def test_every_body_endpoint_rejects_bad_bodies(env: tuple[DaemonProc, dict]) -> None:

@@ -54,9 +54,19 @@ def test_old_parameters_still_verify_and_ask_for_a_rehash() -> None:
     assert needs_rehash(weak)
 
 
-@pytest.mark.parametrize("stored", [None, "", "plain", "scrypt$16384$8$1$abc", "scrypt$3$8$1$AAAA$AAAA",
-                                    "scrypt$16384$8$1$!!$AAAA", "bcrypt$x$y$z$a$b",
-                                    f"scrypt${2**30}$8$1$AAAAAAAAAAAAAAAAAAAAAA==$" + "A" * 44])
+@pytest.mark.parametrize(
+    "stored",
+    [
+        None,
+        "",
+        "plain",
+        "scrypt$16384$8$1$abc",
+        "scrypt$3$8$1$AAAA$AAAA",
+        "scrypt$16384$8$1$!!$AAAA",
+        "bcrypt$x$y$z$a$b",
+        f"scrypt${2**30}$8$1$AAAAAAAAAAAAAAAAAAAAAA==$" + "A" * 44,
+    ],
+)
 def test_missing_or_malformed_hashes_never_match(stored: str | None) -> None:
     assert not verify_password("anything at all", stored)
 
@@ -144,13 +154,14 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     conn.close()
     store = Store(db)
     try:
-        assert store.schema_version == 2
-        assert store.query_one("PRAGMA user_version") == {"user_version": 2}
-        assert store.query("SELECT name, password_hash FROM users") == [{"name": "old", "password_hash": None}]
+        assert store.schema_version == 4  # every upgrade since runs too (3: users.kind, 4: id_highwater)
+        assert store.query_one("PRAGMA user_version") == {"user_version": 4}
+        assert store.query("SELECT name, password_hash, kind FROM users") == [{"name": "old", "password_hash": None, "kind": "person"}]
         assert store.query("SELECT hash, origin FROM tokens") == [{"hash": "h", "origin": "issued"}]
         assert store.integrity_check() == "ok"
         fresh = Store(tmp_path / "fresh.db")
         try:
+
             def columns(s: Store, table: str) -> list[tuple[str, str]]:
                 return [(r["name"], r["type"]) for r in s.query(f"PRAGMA table_info({table})")]
 
@@ -202,8 +213,7 @@ def test_set_log_in_and_change_own_password(d: DaemonProc) -> None:
         # changing one's own password needs the current one
         err = assert_error_shape(me.put(f"/users/{uid}/password", json={"password": "second passphrase"}), 403)
         assert err["code"] == "current_password_required"
-        err = assert_error_shape(me.put(f"/users/{uid}/password", json={"password": "second passphrase",
-                                                                        "current": "not it at all"}), 403)
+        err = assert_error_shape(me.put(f"/users/{uid}/password", json={"password": "second passphrase", "current": "not it at all"}), 403)
         assert err["code"] == "wrong_password"
         ok = me.put(f"/users/{uid}/password", json={"password": "second passphrase", "current": "first passphrase"})
         assert ok.status_code == 200, ok.text
@@ -227,8 +237,7 @@ def test_every_login_failure_is_the_same_401(d: DaemonProc) -> None:
         admin.put(f"/users/{uid}/password", json={"password": "erin's passphrase"})
         without_pw = _name("frank")
         make_user(admin, without_pw)
-    answers = [_login(d, _name("nobody"), "whatever-pass"), _login(d, without_pw, "whatever-pass"),
-               _login(d, with_pw, "whatever-pass")]
+    answers = [_login(d, _name("nobody"), "whatever-pass"), _login(d, without_pw, "whatever-pass"), _login(d, with_pw, "whatever-pass")]
     for r in answers:
         assert r.status_code == 401 and r.json() == LOGIN_FAILED, r.text
     assert len({r.text for r in answers}) == 1
@@ -280,8 +289,7 @@ def test_logins_are_audited_without_the_password(d: DaemonProc) -> None:
     assert _login(d, name, secret + "x").status_code == 401
     assert _login(d, name, secret).status_code == 200
     rows = [a for a in _audit(d, action="auth.login") if a["detail"].get("name") == name]
-    assert [(a["actor"], a["outcome"], a["detail"].get("reason")) for a in rows] == [
-        (f"user:{uid}", "ok", None), ("anonymous", "denied", "wrong_password")]
+    assert [(a["actor"], a["outcome"], a["detail"].get("reason")) for a in rows] == [(f"user:{uid}", "ok", None), ("anonymous", "denied", "wrong_password")]
     assert all(a["target"] == f"user:{uid}" for a in rows)
     sets = [a for a in _audit(d, action="user.password.set") if a["target"] == f"user:{uid}"]
     assert len(sets) == 1 and sets[0]["outcome"] == "ok"
@@ -326,8 +334,7 @@ def test_logout_revokes_only_login_tokens(d: DaemonProc) -> None:
     with d.client(issued) as c:
         assert c.post("/auth/logout").json() == {"revoked": False}
         assert c.get("/users/me").status_code == 200
-    assert [a["detail"] for a in _audit(d, action="auth.logout", actor=f"user:{uid}")] == [{"revoked": False},
-                                                                                          {"revoked": True}]
+    assert [a["detail"] for a in _audit(d, action="auth.logout", actor=f"user:{uid}")] == [{"revoked": False}, {"revoked": True}]
 
 
 def test_login_tokens_expire_and_are_pruned_at_the_next_login(d: DaemonProc) -> None:
@@ -364,16 +371,27 @@ def test_removing_a_password_ends_password_login(d: DaemonProc) -> None:
     assert _login(d, name, "kim's passphrase").json() == LOGIN_FAILED
 
 
-@pytest.mark.parametrize("body", [{"password": "short"}, {"password": "x" * (MAX_LENGTH + 1)}, {"password": 12345678},
-                                  {"password": None}, {}, {"password": "long enough", "extra": 1}])
+@pytest.mark.parametrize(
+    "body",
+    [{"password": "short"}, {"password": "x" * (MAX_LENGTH + 1)}, {"password": 12345678}, {"password": None}, {}, {"password": "long enough", "extra": 1}],
+)
 def test_bad_password_bodies_are_422(d: DaemonProc, body: dict) -> None:
     with d.admin() as admin:
         assert_error_shape(admin.put("/users/1/password", json=body), 422)
 
 
-@pytest.mark.parametrize("body", [{"name": "admin"}, {"password": "x"}, {"name": "", "password": "x"},
-                                  {"name": "admin", "password": ""}, {"name": "a" * 101, "password": "x"},
-                                  {"name": "admin", "password": "x" * (MAX_LENGTH + 1)}, {"name": 1, "password": "x"}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "admin"},
+        {"password": "x"},
+        {"name": "", "password": "x"},
+        {"name": "admin", "password": ""},
+        {"name": "a" * 101, "password": "x"},
+        {"name": "admin", "password": "x" * (MAX_LENGTH + 1)},
+        {"name": 1, "password": "x"},
+    ],
+)
 def test_bad_login_bodies_are_422_and_not_counted(d: DaemonProc, body: dict) -> None:
     assert_error_shape(httpx.post(f"{d.url}/auth/login", json=body, timeout=10), 422)
 

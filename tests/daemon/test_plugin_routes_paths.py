@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from elowen.core.contributions import route_path_error
 from elowen.daemon.plugin_routes import _compile
 from elowen_sdk import Route, WebSocketRoute
@@ -19,7 +20,7 @@ from elowen_sdk.testing import plugin_kernel
 BAD = ["noslash", "2/x", "/a/../b", "/..", "/a//b", "/a/", "/a b", "/a?x=1", "/a%2Fb", "/{1x}", "/x{id}", ""]
 GOOD = ["/", "/notes", "/notes/{id}", "/notes/{id}/tags", "/v1.2/a_b-c~d"]
 
-PLUGIN = '''
+PLUGIN = """
 from elowen_sdk import Route, WebSocketRoute, hookimpl
 
 PATHS = {paths!r}
@@ -29,7 +30,7 @@ def register_routes(register):
     for p in PATHS:
         register(Route(method="GET", path=p, handler=lambda request: {{"ok": True}}))
     register(WebSocketRoute(path="ws/../x", handler=lambda ws: None))
-'''
+"""
 
 
 def make_plugin(root: Path, name: str, paths: list[str]) -> str:
@@ -39,9 +40,7 @@ def make_plugin(root: Path, name: str, paths: list[str]) -> str:
     (pkg / "__init__.py").write_text("")
     (pkg / "plugin.py").write_text(PLUGIN.format(paths=paths))
     routes = json.dumps([f"GET {p}" for p in paths] + ["WS ws/../x"])
-    (pkg / "elowen-plugin.toml").write_text(
-        f'name = "{name}"\nversion = "1.0.0"\napi = "1"\nentry = "{pkg.name}.plugin"\n\n[contributes]\nroutes = {routes}\n'
-    )
+    (pkg / "elowen-plugin.toml").write_text(f'name = "{name}"\nversion = "1.0.0"\napi = "1"\nentry = "{pkg.name}.plugin"\n\n[contributes]\nroutes = {routes}\n')
     return f"{pkg.name}.plugin"
 
 
@@ -70,10 +69,9 @@ async def test_bad_route_paths_are_refused_at_registration(tmp_path):
         async with plugin_kernel(tmp_path, enable=["exp"], modules=[module], entry_points=False) as kernel:
             assert kernel.registry.get("exp").state == "enabled"
             routes = {name: owned.plugin for name, owned in kernel.contributions.all("route").items()}
-            assert routes == {"GET /ok": "exp"}
+            assert routes == {"GET /plugins/exp/ok": "exp"}  # named by the mounted path
             kernel.store.flush_audit()
-            rows = kernel.store.query(
-                "SELECT actor, target, outcome, detail FROM audit WHERE action = 'register.route' ORDER BY id")
+            rows = kernel.store.query("SELECT actor, target, outcome, detail FROM audit WHERE action = 'register.route' ORDER BY id")
             assert [(r["actor"], r["target"], r["outcome"]) for r in rows] == [
                 ("exp", "GET noslash", "invalid"),
                 ("exp", "GET 2/x", "invalid"),

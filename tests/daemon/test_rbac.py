@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from .conftest import DaemonProc
-from .helpers import agent_token, assert_error_shape, make_project, make_user
+from .helpers import agent_token, assert_error_shape, make_project, make_user, parked_task
 
 PRINCIPALS = ("admin", "member_in", "member_out", "agent_own", "agent_other", "none")
 SECRET = f"SECRET-{uuid.uuid4().hex}"  # titles of project-B tasks: member_in must never see it
@@ -35,9 +35,7 @@ class World:
     def task(self, project: str) -> int:
         pid = self.project_a if project == "A" else self.project_b
         title = f"task in {project}" if project == "A" else f"{SECRET} task"
-        r = self.admin.post("/tasks", json={"title": title, "project_id": pid})
-        assert r.status_code == 201, r.text
-        return int(r.json()["id"])
+        return parked_task(self.admin, pid, title)
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +62,7 @@ class Case:
 
 
 def full(admin: int, member_in: int, member_out: int, agent: int = 403) -> dict[str, int]:
-    return {"admin": admin, "member_in": member_in, "member_out": member_out,
-            "agent_own": agent, "agent_other": agent, "none": 401}
+    return {"admin": admin, "member_in": member_in, "member_out": member_out, "agent_own": agent, "agent_other": agent, "none": 401}
 
 
 def admin_only(ok: int) -> dict[str, int]:
@@ -75,6 +72,12 @@ def admin_only(ok: int) -> dict[str, int]:
 def task_case(ok: int, own: int = 403) -> dict[str, int]:
     """A task endpoint on a task in project A (agent_own is bound to that very task)."""
     return {"admin": ok, "member_in": ok, "member_out": 404, "agent_own": own, "agent_other": 403, "none": 401}
+
+
+def acting_case(ok: int, own: int = 403) -> dict[str, int]:
+    """Acting on a task in project A that the admin owns: member_in sees it but is not its
+    owner (403 ``not_owner``, the one acting rule)."""
+    return {**task_case(ok, own), "member_in": 403}
 
 
 def _plugin_capability(w: World) -> str:
@@ -105,30 +108,29 @@ CASES = [
     Case("users.token", lambda c, w, t: c.post(f"/users/{w.spare}/tokens"), admin_only(201)),
     Case("users.password", lambda c, w, t: c.put(f"/users/{w.spare}/password", json={"password": "spare passphrase"}), admin_only(200)),
     Case("auth.login", lambda c, w, t: c.post("/auth/login", json={"name": f"nobody{next(w.counter)}", "password": "x"}), {p: 401 for p in PRINCIPALS}),
-    Case("users.project.add", lambda c, w, t: c.post(f"/users/{w.spare}/projects", json={"project_id": w.project_b}),
-         admin_only(200)),
-    Case("users.project.remove", lambda c, w, t: (
-        w.admin.post(f"/users/{w.spare}/projects", json={"project_id": w.project_a}),
-        c.delete(f"/users/{w.spare}/projects/{w.project_a}"))[1], admin_only(200)),
+    Case("users.project.add", lambda c, w, t: c.post(f"/users/{w.spare}/projects", json={"project_id": w.project_b}), admin_only(200)),
+    Case(
+        "users.project.remove",
+        lambda c, w, t: (w.admin.post(f"/users/{w.spare}/projects", json={"project_id": w.project_a}), c.delete(f"/users/{w.spare}/projects/{w.project_a}"))[1],
+        admin_only(200),
+    ),
     Case("projects.list", lambda c, w, t: c.get("/projects"), full(200, 200, 200)),
     Case("projects.create", lambda c, w, t: _create_project(c, w), admin_only(201)),
     Case("projects.get", lambda c, w, t: c.get(f"/projects/{w.project_a}"), full(200, 200, 404)),
     Case("tasks.list", lambda c, w, t: c.get("/tasks"), full(200, 200, 200)),
-    Case("tasks.create", lambda c, w, t: c.post("/tasks", json={"title": "new", "project_id": w.project_a}),
-         full(201, 201, 404)),
+    Case("tasks.create", lambda c, w, t: c.post("/tasks", json={"title": "new", "project_id": w.project_a}), full(201, 201, 404)),
     Case("tasks.get", lambda c, w, t: c.get(f"/tasks/{t}"), task_case(200, own=200)),
-    Case("tasks.patch", lambda c, w, t: c.patch(f"/tasks/{t}", json={"title": "renamed"}), task_case(200)),
-    Case("tasks.delete", lambda c, w, t: c.delete(f"/tasks/{t}"), task_case(200)),
-    Case("tasks.close", lambda c, w, t: c.post(f"/tasks/{t}/close", json={"summary": "done"}), task_case(200, own=200)),
-    Case("tasks.cancel", lambda c, w, t: c.post(f"/tasks/{t}/cancel"), task_case(200)),
-    Case("tasks.progress", lambda c, w, t: c.post(f"/tasks/{t}/progress", json={"text": "50%"}), task_case(201, own=201)),
+    Case("tasks.patch", lambda c, w, t: c.patch(f"/tasks/{t}", json={"title": "renamed"}), acting_case(200)),
+    Case("tasks.delete", lambda c, w, t: c.delete(f"/tasks/{t}"), acting_case(200)),
+    Case("tasks.close", lambda c, w, t: c.post(f"/tasks/{t}/close", json={"summary": "done"}), acting_case(200, own=200)),
+    Case("tasks.cancel", lambda c, w, t: c.post(f"/tasks/{t}/cancel"), acting_case(200)),
+    Case("tasks.progress", lambda c, w, t: c.post(f"/tasks/{t}/progress", json={"text": "50%"}), acting_case(201, own=201)),
     Case("plugins.list", lambda c, w, t: c.get("/plugins"), full(200, 200, 200)),
     Case("plugins.get", lambda c, w, t: c.get("/plugins/codex"), full(200, 200, 200)),
     Case("plugins.disable", lambda c, w, t: c.post("/plugins/codex/disable"), admin_only(200)),
     Case("plugins.enable", lambda c, w, t: c.post("/plugins/codex/enable"), admin_only(200)),
     Case("plugins.config", lambda c, w, t: c.patch("/plugins/codex/config", json={"values": {}}), admin_only(200)),
-    Case("plugins.grant", lambda c, w, t: c.post("/plugins/codex/grant", json={"capability": _plugin_capability(w)}),
-         admin_only(200)),
+    Case("plugins.grant", lambda c, w, t: c.post("/plugins/codex/grant", json={"capability": _plugin_capability(w)}), admin_only(200)),
     Case("plugins.rescan", lambda c, w, t: c.post("/plugins/rescan"), admin_only(200)),
     Case("audit", lambda c, w, t: c.get("/audit"), admin_only(200)),
     Case("events", _events, full(200, 200, 200)),
@@ -210,4 +212,3 @@ def test_member_exec_allow_list(world: World) -> None:
         assert_error_shape(c.post("/tasks", json={"title": "x", "project_id": world.project_a}), 403)
     # an admin is limited only by the daemon's list
     assert admin.post("/tasks", json={"title": "x", "project_id": world.project_a, "exec": "opus"}).status_code == 201
-

@@ -37,8 +37,13 @@ def test_generated_requests_never_get_a_server_error(tmp_path: Path) -> None:
             if operation.path == "/events" or "x-elowen-plugin" in operation.definition.raw:
                 continue
 
-            @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                      phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=EXAMPLES_PER_OPERATION,
+                deadline=None,
+                database=None,
+                phases=[Phase.explicit, Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             @given(case=operation.as_strategy())
             def check(case: schemathesis.Case) -> None:
                 nonlocal calls

@@ -21,13 +21,12 @@ import tomli_w
 
 from tests.support.agent_env import prepare_agent
 from tests.support.daemon import launch_daemon
+from tests.support.model_server import DefaultScript, ModelServer, ParsedRequest, Reply, shell_tool_call
 from tests.support.waiting import free_port
 from tests.support.waiting import wait as _wait
-from tests.support.model_server import DefaultScript, ModelServer, ParsedRequest, Reply, shell_tool_call
 
 STEP = 90.0
 ROOT = Path(__file__).resolve().parents[2]
-
 
 
 def wait(predicate: Callable[[], Any], what: str, timeout: float = STEP, on_fail: Callable[[], str] | None = None) -> Any:
@@ -155,11 +154,19 @@ class Daemon:
 PLUGIN = {"claude": "claude-code", "codex": "codex", "opencode": "opencode", "kilo": "kilo"}
 
 
-def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = None, *, cli: str = "opencode",
-          overseer_cli: str | None = None, sandbox: bool = True) -> Daemon:
+def start(
+    tmp_path: Path,
+    model: ModelServer,
+    overseer: dict[str, Any] | None = None,
+    *,
+    cli: str = "opencode",
+    overseer_cli: str | None = None,
+    sandbox: bool = True,
+    provider: dict[str, Any] | None = None,
+) -> Daemon:
     """A daemon whose tasks run on ``cli`` (OpenCode by default); ``overseer_cli`` (another CLI)
     is configured too, for a parked overseer running on it (``sandbox``: as root, Claude gets
-    ``IS_SANDBOX=1``)."""
+    ``IS_SANDBOX=1``); ``provider``: more settings of ``cli``'s plugin (e.g. ``mcp = false``)."""
     fake_home, repo, home = tmp_path / "agent-home", tmp_path / "repo", tmp_path / "elowen"
     for p in (fake_home, repo, home):
         p.mkdir()
@@ -167,16 +174,26 @@ def start(tmp_path: Path, model: ModelServer, overseer: dict[str, Any] | None = 
     launch = prepare_agent(cli, fake_home, repo, model.url)  # type: ignore[arg-type]
     port = free_port()
     sock = f"elowen-test-{uuid.uuid4().hex[:10]}"
+    ov = {"sweep_interval": 1.0, **(overseer or {})}
+    parked = {"liveness_interval": 0.5, **{k: ov.pop(k) for k in ("overseer_exec", "overseer_silence", "max_overseer_restarts") if k in ov}}
     settings = {
         "inference": {"providers": {"fake": {"kind": "openai", "base_url": model.url + "/v1", "max_retries": 0}}},
         "plugins": {
             "tmux": {"config": {"socket": sock}},
-            "agents": {"config": {
-                "url": f"http://127.0.0.1:{port}", "scheduler_interval": 1.0, "sweep_interval": 1.0,
-                "liveness_interval": 0.5, "stuck_interval": 0.5, "janitor_interval": 0.5,
-            }},
-            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env}},
-            "overseer": {"config": {"model": "fake/fake-model", "sweep_interval": 1.0, "liveness_interval": 0.5, **(overseer or {})}},
+            "agents": {
+                "config": {
+                    "url": f"http://127.0.0.1:{port}",
+                    "scheduler_interval": 1.0,
+                    "sweep_interval": 1.0,
+                    "liveness_interval": 0.5,
+                    "stuck_interval": 0.5,
+                    "janitor_interval": 0.5,
+                }
+            },
+            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env, **(provider or {})}},
+            "overseer": {"config": ov},
+            "overseer-relay": {"config": {"model": "fake/fake-model"}},
+            "overseer-parked": {"config": parked},
         },
     }
     if overseer_cli is not None and overseer_cli != cli:

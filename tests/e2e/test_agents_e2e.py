@@ -34,20 +34,21 @@ import pytest
 import tomli_w
 
 from tests.support.agent_env import CLIS, Cli, prepare_agent
-from tests.support.model_server import ModelServer
 from tests.support.daemon import launch_daemon
+from tests.support.model_server import ModelServer
 from tests.support.waiting import free_port
 from tests.support.waiting import wait as _wait
 
 pytestmark = pytest.mark.slow
 
 STEP = 90.0  # seconds per waited-for step (CLIs start in 2–8 s on a 2-core machine)
+SCREEN_ONLY: dict[str, dict[str, bool]] = {"claude": {"permission_channel": False}}
+
 PLUGIN = {"claude": "claude-code", "codex": "codex", "opencode": "opencode", "kilo": "kilo"}
 # Codex 0.171 runs commands in a login shell (bash -lc) whose /etc/profile resets PATH, which
 # would hide Elowen's own bin folder from the agent; allow_login_shell=false keeps the agent's PATH.
 EXTRA_ARGS: dict[str, list[str]] = {}  # Codex's provider now adds allow_login_shell=false itself
 EXEC = {"claude": "claude:fake-model", "codex": "codex:fake-model", "opencode": "opencode:fake/fake-model", "kilo": "kilo:fake/fake-model"}
-
 
 
 def wait(predicate: Callable[[], Any], what: str, timeout: float = STEP, on_fail: Callable[[], str] | None = None) -> Any:
@@ -87,7 +88,7 @@ class Daemon:
             if n.startswith("elowen-t"):
                 cap = subprocess.run(["tmux", "-L", self.socket, "capture-pane", "-p", "-t", f"={n}:"], capture_output=True, text=True).stdout
                 out.append(f"--- {n}\n{cap}")
-        log = (self.home / "logs" / "daemon.log")
+        log = self.home / "logs" / "daemon.log"
         tail = log.read_text(errors="replace")[-4000:] if log.exists() else ""
         return "\n".join(out) + "\n--- daemon log tail\n" + tail
 
@@ -130,12 +131,19 @@ def start(tmp_path: Path, cli: Cli, model: ModelServer, *, trust: bool = True) -
     settings = {
         "plugins": {
             "tmux": {"config": {"socket": sock}},
-            "agents": {"config": {
-                "url": f"http://127.0.0.1:{port}", "preseed_trust": trust,
-                "scheduler_interval": 1.0, "sweep_interval": 1.0, "liveness_interval": 0.5,
-                "stuck_interval": 0.5, "janitor_interval": 0.5,
-            }},
-            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env, "extra_args": EXTRA_ARGS.get(cli, [])}},
+            "agents": {
+                "config": {
+                    "url": f"http://127.0.0.1:{port}",
+                    "preseed_trust": trust,
+                    "scheduler_interval": 1.0,
+                    "sweep_interval": 1.0,
+                    "liveness_interval": 0.5,
+                    "stuck_interval": 0.5,
+                    "janitor_interval": 0.5,
+                }
+            },
+            # the screen path for every CLI (Claude Code's permission channel is tested in test_permission_channel_e2e.py)
+            PLUGIN[cli]: {"config": {"binary": launch.argv[0], "env": launch.env, "extra_args": EXTRA_ARGS.get(cli, []), **SCREEN_ONLY.get(cli, {})}},
         }
     }
     (home / "config.toml").write_text(tomli_w.dumps(settings))
@@ -217,7 +225,8 @@ def test_killed_agent_is_resumed_twice_then_the_task_is_blocked(cli: Cli, run_da
         assert session["state"] == "running" and session["pid"]
         os.kill(session["pid"], signal.SIGKILL)
         if attempt < 3:
-            wait(lambda: d.get(f"/sessions/elowen-t{task_id}-a{attempt + 1}") if _exists(d, f"elowen-t{task_id}-a{attempt + 1}") else None, f"relaunch {attempt}", on_fail=d.screen)
+            nxt = f"elowen-t{task_id}-a{attempt + 1}"
+            wait(lambda nxt=nxt: d.get(f"/sessions/{nxt}") if _exists(d, nxt) else None, f"relaunch {attempt}", on_fail=d.screen)
             note = d.get(f"/tasks/{task_id}")["resume_note"]
             assert f"Attempt {attempt}" in note and f"Relaunch {attempt} of 2" in note
     task = wait(lambda: (lambda t: t if t["state"] == "blocked" else None)(d.get(f"/tasks/{task_id}")), "blocked", on_fail=d.screen)

@@ -24,7 +24,7 @@ import httpx
 import pytest
 import tomli_w
 
-from elowen_builtins.agents.service import auth_note
+from elowen_builtins.claude_code.plugin import ClaudeProvider
 from tests.support.agent_env import MissingCliError, cli_binary, prepare_agent
 from tests.support.daemon import launch_daemon
 from tests.support.waiting import free_port
@@ -59,11 +59,17 @@ def test_real_claude_not_logged_in_blocks_the_task(tmp_path: Path, monkeypatch: 
     settings = {
         "plugins": {
             "tmux": {"config": {"socket": sock}},
-            "agents": {"config": {
-                "url": f"http://127.0.0.1:{port}", "preseed_trust": True,
-                "scheduler_interval": 1.0, "sweep_interval": 1.0, "liveness_interval": 0.5,
-                "stuck_interval": 0.5, "janitor_interval": 0.5,
-            }},
+            "agents": {
+                "config": {
+                    "url": f"http://127.0.0.1:{port}",
+                    "preseed_trust": True,
+                    "scheduler_interval": 1.0,
+                    "sweep_interval": 1.0,
+                    "liveness_interval": 0.5,
+                    "stuck_interval": 0.5,
+                    "janitor_interval": 0.5,
+                }
+            },
             "claude-code": {"config": {"binary": launch.argv[0], "env": env}},
         }
     }
@@ -102,7 +108,7 @@ def test_real_claude_not_logged_in_blocks_the_task(tmp_path: Path, monkeypatch: 
         project = post("/projects", {"name": f"p-{uuid.uuid4().hex[:6]}", "path": str(repo)})
         task_id = int(post("/tasks", {"title": "e2e auth", "project_id": project["id"], "exec": "claude", "description": "Say hello."})["id"])
         task = wait(lambda: (lambda t: t if t["state"] == "blocked" else None)(get(f"/tasks/{task_id}")), "the task blocked", on_fail=screen)
-        assert task["resume_note"] == auth_note("claude")
+        assert task["resume_note"] == ClaudeProvider().auth_note()
         assert task["attempts"] == 1
         assert get("/decisions", task=task_id)["items"] == []
         signals = [e for e in events("signal") if e["task_id"] == task_id]

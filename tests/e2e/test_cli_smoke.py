@@ -40,9 +40,7 @@ class CliScreen:
 
 SCREENS: dict[Cli, CliScreen] = {
     "claude": CliScreen("? for shortcuts", "Do you want to proceed?", ("1",), ("Escape",)),
-    "codex": CliScreen(
-        "? for shortcuts", "Would you like to run the following command?", ("y",), ("Escape",)
-    ),
+    "codex": CliScreen("? for shortcuts", "Would you like to run the following command?", ("y",), ("Escape",)),
     "opencode": CliScreen("ctrl+p commands", "Permission required", ("Enter",), ("Escape",)),
     "kilo": CliScreen("ctrl+p commands", "Permission required", ("Enter",), ("Escape",)),
 }
@@ -57,9 +55,7 @@ class TmuxPane:
         self.session = session
 
     def tmux(self, *args: str, check: bool = True) -> str:
-        result = subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False
-        )
+        result = subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True, text=True, check=False)
         if check and result.returncode != 0:
             raise RuntimeError(f"tmux {args[0]} failed: {result.stderr.strip()}")
         return result.stdout
@@ -162,9 +158,7 @@ def make_world(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cli", CLIS)
-def test_permission_prompt_approve_runs_command(
-    cli: Cli, tmp_path: Path, pane: TmuxPane, model_server: ModelServer
-) -> None:
+def test_permission_prompt_approve_runs_command(cli: Cli, tmp_path: Path, pane: TmuxPane, model_server: ModelServer) -> None:
     home, repo = make_world(tmp_path)
     screen = SCREENS[cli]
     launch = prepare_agent(cli, home, repo, model_server.url)
@@ -178,9 +172,7 @@ def test_permission_prompt_approve_runs_command(
     assert not (repo / "smoke.txt").exists(), "command ran before it was approved"
 
     pane.keys(*screen.approve)
-    result = model_server.wait_for(
-        lambda r: any(marker in t.output for t in r.tool_results), timeout=STEP_TIMEOUT
-    )
+    result = model_server.wait_for(lambda r: any(marker in t.output for t in r.tool_results), timeout=STEP_TIMEOUT)
     assert (repo / "smoke.txt").read_text().strip() == marker
     assert result.prompt.startswith("Please create a file.")
     pane.wait_text("FAKE: done.")

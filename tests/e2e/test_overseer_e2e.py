@@ -8,8 +8,8 @@ The agent's model runs the ``RUN: <cmd>`` commands at the end of the task descri
 
 from __future__ import annotations
 
-import time
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -121,7 +121,9 @@ def test_parked_overseer_cli_decides_and_killing_it_escalates(daemon: Callable[.
     d.tmux("kill-session", "-t", f"={agent['session']}")
     escalated = d.decision(held, "escalated")
     assert "overseer agent is gone" in escalated["rationale"] and escalated["decided_by"] == "overseer:liveness"
-    wait(lambda: [a for a in d.get("/overseer/agents")["items"] if a["state"] == "running" and a["id"] != agent["id"]], "a restarted overseer", on_fail=d.screen)
+    wait(
+        lambda: [a for a in d.get("/overseer/agents")["items"] if a["state"] == "running" and a["id"] != agent["id"]], "a restarted overseer", on_fail=d.screen
+    )
 
 
 def _claimed(d: Daemon, decision_id: int) -> bool:

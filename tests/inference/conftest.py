@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from elowen.core.store import Store
 
+from elowen.core.store import Store
 from elowen_builtins.inference import SCHEMA_PATH, Relay
 from tests.support.model_server import ModelServer, ParsedRequest, Reply, Script
 from tests.support.model_server._http import _Handler

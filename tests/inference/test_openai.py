@@ -19,9 +19,7 @@ async def test_chat_plain(server: HeaderServer, make_relay, monkeypatch: pytest.
     server.script = lambda r: Reply(text="Hello from the model")
     monkeypatch.setenv("ELOWEN_TEST_OAI_KEY", "sk-test-123")
     async with make_relay({"oai": provider_table(server, "openai", api_key_env="ELOWEN_TEST_OAI_KEY")}) as relay:
-        result = await relay.chat(
-            ChatRequest("oai/gpt-test/v2", [Message("system", "Be brief."), Message("user", "Hi")], max_tokens=50, temperature=0.2)
-        )
+        result = await relay.chat(ChatRequest("oai/gpt-test/v2", [Message("system", "Be brief."), Message("user", "Hi")], max_tokens=50, temperature=0.2))
     assert result.text == "Hello from the model"
     assert result.provider == "oai" and result.model == "gpt-test/v2"
     assert result.finish_reason == "stop"

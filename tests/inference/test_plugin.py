@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from elowen_sdk.testing import plugin_kernel
-
 from elowen_builtins.inference import ChatRequest, Message, Relay, add_provider, list_providers
+from elowen_sdk.testing import plugin_kernel
 from tests.support.model_server import Reply
 
 from .conftest import HeaderServer

@@ -7,8 +7,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from elowen.core.settings import Settings
 
+from elowen.core.settings import Settings
 from elowen_builtins.inference import ProviderConfigError, UnknownProvider, add_provider, list_providers, remove_provider
 from elowen_builtins.inference.config import parse_provider
 
@@ -17,7 +17,7 @@ from elowen_builtins.inference.config import parse_provider
 def settings(tmp_path: Path) -> Settings:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.toml").write_text('[daemon]\nport = 4411\n\n[plugins.tmux]\nenabled = true\n')
+    (home / "config.toml").write_text("[daemon]\nport = 4411\n\n[plugins.tmux]\nenabled = true\n")
     s = Settings(home)
     s.load()
     return s
@@ -48,7 +48,10 @@ def test_add_list_remove_round_trip(settings: Settings, monkeypatch: pytest.Monk
 
     with_builtin = list_providers(settings, include_builtin=True)
     assert [(r["name"], r["source"]) for r in with_builtin] == [
-        ("claude", "settings"), ("local", "builtin"), ("ollama", "settings"), ("tiny", "settings"),
+        ("claude", "settings"),
+        ("local", "builtin"),
+        ("ollama", "settings"),
+        ("tiny", "settings"),
     ]
     remove_provider(settings, "ollama")
     assert [r["name"] for r in list_providers(settings)] == ["claude", "tiny"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from elowen.core.store import Store
 
+from elowen.core.store import Store
 from elowen_builtins.inference import (
     ChatRequest,
     LocalModelUnavailable,
@@ -138,3 +138,26 @@ async def test_concurrent_calls_share_one_pool(server: HeaderServer, make_relay,
     assert results == {i: f"answer to q{i}" for i in range(8)}
     assert elapsed < 1.0  # concurrent, not 8 × 0.2 s
     assert store.query("SELECT COUNT(*) AS n FROM inference_usage")[0]["n"] == 8
+
+
+async def test_readiness_says_whether_a_call_could_be_made(server: HeaderServer, make_relay, tmp_path) -> None:
+    """``readiness`` judges without calling: the model server sees no request."""
+    async with make_relay({"oai": provider_table(server, "openai")}) as relay:
+        state = relay.readiness("")
+        assert state["ready"] is False and "no default model" in state["problem"]
+        assert relay.readiness("oai")["problem"] == "spec 'oai' names no model: use 'oai/<model>'"
+        assert "unknown provider 'nope'" in relay.readiness("nope/m")["problem"]
+        assert relay.readiness("oai/m") == {"spec": "oai/m", "ready": True, "problem": None}
+    async with make_relay({"oai": provider_table(server, "openai", api_key_env="ELOWEN_TEST_UNSET_KEY_VAR")}, default_model="oai/m") as relay:
+        state = relay.readiness("")
+        assert state["spec"] == "oai/m" and not state["ready"] and "ELOWEN_TEST_UNSET_KEY_VAR is not set" in state["problem"]
+    async with make_relay({"local": {"kind": "local", "model_path": str(tmp_path / "missing.gguf")}}) as relay:
+        state = relay.readiness("")
+        assert state["spec"] == "local/smollm2" and not state["ready"]
+        assert "missing.gguf does not exist" in state["problem"] or "llama-cpp-python is not installed" in state["problem"]
+    if importlib.util.find_spec("llama_cpp") is not None:
+        model = tmp_path / "model.gguf"
+        model.write_bytes(b"GGUF")  # present: readiness does not load it
+        async with make_relay({"local": {"kind": "local", "model_path": str(model)}}) as relay:
+            assert relay.readiness("")["ready"] is True
+    assert server.requests == []

@@ -6,8 +6,7 @@ import httpx
 import pytest
 
 import elowen_builtins.inference as inference
-from elowen_builtins.inference import ChatRequest, InferenceError, Message, ToolCall, ToolSpec
-from elowen_builtins.inference import anthropic, openai
+from elowen_builtins.inference import ChatRequest, InferenceError, Message, ToolCall, ToolSpec, anthropic, openai
 from elowen_builtins.inference.transport import error_detail, iter_sse
 
 
@@ -19,7 +18,7 @@ async def _events(raw: bytes) -> list[tuple[str, str]]:
 async def test_sse_reader() -> None:
     raw = (
         b": a comment\r\n"
-        b"event: message_start\r\ndata: {\"a\": 1}\r\n\r\n"
+        b'event: message_start\r\ndata: {"a": 1}\r\n\r\n'
         b"data: line one\ndata: line two\nid: 7\nretry: 100\n\n"
         b"data:no-space\n\n"
         b"\n\n"
@@ -41,7 +40,9 @@ def test_error_detail() -> None:
 
 def test_openai_assistant_tool_call_message_shape() -> None:
     msgs = openai.build_messages([Message("assistant", "", tool_calls=(ToolCall("c1", "f", {"x": 1}),))])
-    assert msgs == [{"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]}]
+    assert msgs == [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}]}
+    ]
 
 
 def test_anthropic_schema_name_must_not_collide_with_a_tool() -> None:
@@ -51,7 +52,13 @@ def test_anthropic_schema_name_must_not_collide_with_a_tool() -> None:
 
 
 def test_finish_reasons_are_normalised() -> None:
-    assert [anthropic.normalise_stop(r) for r in ("end_turn", "max_tokens", "tool_use", "stop_sequence", "refusal")] == ["stop", "length", "tool_calls", "stop", "refusal"]
+    assert [anthropic.normalise_stop(r) for r in ("end_turn", "max_tokens", "tool_use", "stop_sequence", "refusal")] == [
+        "stop",
+        "length",
+        "tool_calls",
+        "stop",
+        "refusal",
+    ]
     assert [openai.normalise_finish(r, False) for r in ("stop", "length", "tool_calls", "content_filter")] == ["stop", "length", "tool_calls", "content_filter"]
 
 
@@ -59,7 +66,24 @@ def test_exports_are_exact() -> None:
     assert sorted(inference.__all__) == sorted(set(inference.__all__))
     for name in inference.__all__:
         assert hasattr(inference, name), name
-    assert set(inference.__all__) >= {"Relay", "ChatRequest", "ChatResult", "Delta", "Message", "ToolSpec", "ToolCall", "Usage", "InferenceError", "UnknownProvider", "ProviderHTTPError", "ProviderTimeout", "BadResponse", "add_provider", "remove_provider", "list_providers"}
+    assert set(inference.__all__) >= {
+        "Relay",
+        "ChatRequest",
+        "ChatResult",
+        "Delta",
+        "Message",
+        "ToolSpec",
+        "ToolCall",
+        "Usage",
+        "InferenceError",
+        "UnknownProvider",
+        "ProviderHTTPError",
+        "ProviderTimeout",
+        "BadResponse",
+        "add_provider",
+        "remove_provider",
+        "list_providers",
+    }
 
 
 def test_openai_tool_call_fragments_without_index() -> None:

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+
 from elowen.core.kernel import Kernel
 from elowen.core.registry import PluginSource
 

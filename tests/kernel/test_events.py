@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+
 from elowen.core.events import EventBus, SubscriberDropped, TypeFilter
 from elowen.core.store import Store
 from elowen_sdk import Event

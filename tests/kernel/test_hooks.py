@@ -8,7 +8,8 @@ import json
 import pytest
 import trio
 import trio.testing
-from elowen.core import registry as registry_mod
+
+from elowen.core import reconciler as registry_mod
 from elowen_sdk import TurnContext
 
 from .test_registry import audit_rows
@@ -28,9 +29,9 @@ async def test_events_reach_sync_and_async_observers(open_kernel):
         await k.registry.enable("good")
         await k.registry.enable("asyncobs")
         k.events.publish("test.ping", {"n": 1})
-        await trio.testing.wait_all_tasks_blocked()
-        assert "test.ping" in good_state["sync_events"]
-        assert "test.ping" in async_state["events"]
+        with trio.fail_after(5):  # both third-party: the sync one runs in a worker thread
+            while "test.ping" not in good_state["sync_events"] or "test.ping" not in async_state["events"]:
+                await trio.sleep(0.01)
 
 
 async def test_failing_observer_is_skipped_and_audited(open_kernel):
@@ -40,6 +41,9 @@ async def test_failing_observer_is_skipped_and_audited(open_kernel):
         await k.registry.enable("flaky")
         await k.registry.enable("good")
         k.events.publish("test.ping", {})
+        with trio.fail_after(5):  # third-party sync hooks run in worker threads
+            while "test.ping" not in good_state["sync_events"] or not [r for r in audit_rows(k, "hook.on_event") if r["actor"] == "flaky"]:
+                await trio.sleep(0.01)
         assert "test.ping" in good_state["sync_events"], "one plugin's failure must not stop others"
         errors = [r for r in audit_rows(k, "hook.on_event") if r["actor"] == "flaky"]
         assert errors and errors[-1]["outcome"] == "error"
@@ -64,7 +68,7 @@ async def test_auto_disable_after_consecutive_failures(open_kernel):
         with trio.fail_after(2):
             while k.registry.get("flaky").state != "error":
                 await trio.sleep(0.01)
-        assert "3 consecutive hook failures" in k.registry.get("flaky").error
+        assert "3 hook failures within" in k.registry.get("flaky").error
         from sample_flaky.plugin import calls
 
         n = len(calls)

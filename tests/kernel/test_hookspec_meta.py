@@ -11,9 +11,7 @@ import elowen_sdk
 from elowen_sdk import hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = sorted(
-    name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, "elowen_spec")
-)
+SPECS = sorted(name for name, fn in inspect.getmembers(hookspecs, inspect.isfunction) if hasattr(fn, "elowen_spec"))
 
 
 def test_every_hookspec_has_a_kind():
@@ -39,11 +37,46 @@ def test_every_hookspec_is_implemented_by_a_test_plugin():
 
 def test_sdk_public_names_are_pinned():
     assert set(elowen_sdk.__all__) == {
-        "API_VERSION", "CapabilityError", "Command", "ConfigError", "ConfigField", "ElowenError", "Event",
-        "Executor", "HOOK_KINDS", "HTTPError", "Loop", "MANIFEST_NAME", "MUTATING_TARGETS", "Manifest", "ManifestError",
-        "Patch", "PathGuard", "PathGuardError", "Platform", "PluginContext", "Principal", "PromptFragment", "Request", "Response", "Route",
-        "Service", "Skill", "Tool", "ToolCall", "TurnContext", "WebSocketRoute", "apply_patch", "hookimpl", "hookspec",
-        "load_manifest", "parse_capability", "parse_manifest",
+        "API_VERSION",
+        "CapabilityError",
+        "Command",
+        "ConfigError",
+        "ConfigField",
+        "ElowenError",
+        "Event",
+        "Executor",
+        "HOOK_KINDS",
+        "HTTPError",
+        "Loop",
+        "MANIFEST_NAME",
+        "MUTATING_TARGETS",
+        "Manifest",
+        "ManifestError",
+        "Patch",
+        "PathGuard",
+        "PathGuardError",
+        "Platform",
+        "PluginContext",
+        "Principal",
+        "PromptFragment",
+        "Request",
+        "Response",
+        "Route",
+        "Service",
+        "ServiceUnavailable",
+        "Skill",
+        "Store",
+        "Tool",
+        "ToolCall",
+        "TurnContext",
+        "WebSocketRoute",
+        "apply_patch",
+        "hookimpl",
+        "hookspec",
+        "load_manifest",
+        "parse_capability",
+        "parse_manifest",
+        "utc_iso",
     }
     for name in elowen_sdk.__all__:
         assert hasattr(elowen_sdk, name), name

@@ -13,6 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from elowen.core.kernel import Kernel
 from elowen.core.registry import PluginNotFound, PluginNotInstalled, PluginSource
 from elowen_sdk.manifest import load_manifest, parse_manifest
@@ -69,7 +70,9 @@ async def test_reinstall_is_found_again_with_its_new_manifest(open_kernel, tmp_p
         newer = tmp_path / "newer"
         shutil.copytree(SAMPLES / "sample_good", newer)
         manifest = newer / "elowen-plugin.toml"
-        manifest.write_text(manifest.read_text().replace('version = "1.0.0"', 'version = "2.0.0"').replace('required = ["store"', 'required = ["process.spawn", "store"'))
+        manifest.write_text(
+            manifest.read_text().replace('version = "1.0.0"', 'version = "2.0.0"').replace('required = ["store"', 'required = ["process.spawn", "store"')
+        )
         src = sample("sample_good", version="2.0.0")
         src.manifest_path = manifest
         k.registry.add_source(src)
@@ -107,7 +110,7 @@ async def test_undeclared_contribution_is_refused_warned_and_audited(tmp_path, r
         with pytest.raises(LookupError):
             k.contributions.get("tool", "all.tool")
         assert k.contributions.get("command", "all").plugin == "everything"
-        assert k.contributions.get("route", "GET /ping").plugin == "everything"
+        assert k.contributions.get("route", "GET /plugins/everything/ping").plugin == "everything"
         denied = [r for r in audit_rows(k, "register.tool") if r["actor"] == "everything"]
         assert [(r["target"], r["outcome"]) for r in denied] == [("all.tool", "denied")]
         assert {"kind": "tool", "name": "all.tool"} not in info["contributions"]
@@ -128,10 +131,8 @@ async def test_mutating_hook_without_its_capability_is_flagged_before_enable(ope
     async with open_kernel("sample_mutator", "sample_good") as k:
         info = k.registry.describe("sneaky")
         assert info["state"] == "discovered"
-        assert info["warnings"] == [
-            "implements mutating hook turn_context but does not declare hook.mutate:turn_context: its patches will be dropped"
-        ]
-        assert k.registry.list()[1]["warnings"] == info["warnings"]  # the list carries it too
+        assert info["warnings"] == ["implements mutating hook turn_context but does not declare hook.mutate:turn_context: its patches will be dropped"]
+        assert k.registry.list_plugins()[1]["warnings"] == info["warnings"]  # the list carries it too
         assert k.registry.describe("good")["warnings"] == []
 
 
@@ -144,8 +145,14 @@ async def test_contrib_plugins_declare_what_they_contribute(tmp_path, pkg):
     before = set(sys.modules)
     sys.path.insert(0, root)
     try:
-        src = PluginSource(name=manifest.name, entry=manifest.entry, loader=lambda: importlib.import_module(manifest.entry),
-                           distribution="contrib", dist_version=manifest.version, manifest_path=folder / "elowen-plugin.toml")
+        src = PluginSource(
+            name=manifest.name,
+            entry=manifest.entry,
+            loader=lambda: importlib.import_module(manifest.entry),
+            distribution="contrib",
+            dist_version=manifest.version,
+            manifest_path=folder / "elowen-plugin.toml",
+        )
         async with Kernel.open(tmp_path / "home", db_path=tmp_path / "db", discover_entry_points=False, sources=[src]) as k:
             info = await k.registry.enable(manifest.name)  # the first enable grants what it requires
             assert info["state"] == "enabled", info["error"]
@@ -160,7 +167,7 @@ async def test_contrib_plugins_declare_what_they_contribute(tmp_path, pkg):
 
 
 def test_both_schema_version_spellings_are_read() -> None:
-    from elowen.core.registry import _SCHEMA_VERSION_RE
+    from elowen.core.reconciler import _SCHEMA_VERSION_RE
 
     for line in ("-- schema-version: 3", "-- version: 3", "--version: 3"):
         m = _SCHEMA_VERSION_RE.search(f"{line}\nCREATE TABLE x_items (id INTEGER PRIMARY KEY);\n")

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from elowen.core.pathguard import PathGuard
 from elowen_sdk import PathGuard as PathGuardProtocol
 from elowen_sdk import PathGuardError
@@ -277,3 +278,48 @@ def test_file_used_as_folder_is_an_ordinary_error(guard: PathGuard) -> None:
         guard.read_bytes("sub/a.txt/x")
     with pytest.raises(NotADirectoryError):
         guard.listdir("sub/a.txt")
+
+
+def test_resolve_does_not_step_over_a_missing_folder_into_a_symlink(tmp_path: Path) -> None:
+    """``nope/../link/x`` used to resolve lexically to ``root/link/x`` although ``link`` points
+    outside the roots (``terminal.run``'s cwd and the destructive check's cwd use resolve())."""
+    root = tmp_path / "root"
+    outside = tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "link").symlink_to(outside)
+    guard = PathGuard([root], [root])
+    for path in ("nope/../link/x", "nope/../link", "a/b/../../link/x"):
+        with pytest.raises(PathGuardError):
+            guard.resolve(root / path)
+        with pytest.raises(PathGuardError):
+            guard.resolve(root / path, write=True)
+    assert guard.resolve(root / "nope" / "x") == (root / "nope" / "x").resolve()
+
+
+def test_read_refuses_fifos_and_devices_without_blocking(tmp_path: Path) -> None:
+    """A FIFO used to block ``read_bytes`` forever (no ``O_NONBLOCK``, no regular-file check)."""
+    os.mkfifo(tmp_path / "pipe")
+    guard = PathGuard([tmp_path, Path("/dev")], [tmp_path])
+    done: list[BaseException | bytes] = []
+
+    def read() -> None:
+        try:
+            done.append(guard.read_bytes(tmp_path / "pipe"))
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            done.append(exc)
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    t.join(3)
+    if not done:  # unblock the reader so the thread ends, then fail
+        with open(tmp_path / "pipe", "wb"):
+            pass
+        pytest.fail("read_bytes blocked on a FIFO")
+    assert isinstance(done[0], PathGuardError) and "regular file" in str(done[0])
+    with pytest.raises(PathGuardError, match="regular file"):
+        guard.read_bytes("/dev/zero")
+    (tmp_path / "big").write_bytes(b"x" * 10_000)
+    assert guard.read_bytes(tmp_path / "big", limit=100) == b"x" * 100
+    with pytest.raises(IsADirectoryError):
+        guard.read_bytes(tmp_path)

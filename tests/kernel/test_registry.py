@@ -5,13 +5,13 @@ from __future__ import annotations
 import shutil
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+
 from elowen.core.kernel import Kernel
-from elowen.core.registry import PluginNotFound, PluginSource
+from elowen.core.registry import PluginNotFound
 from elowen_sdk import ConfigError
 
 from .conftest import SAMPLES, sample
@@ -27,7 +27,7 @@ async def test_discovery_reads_manifests_without_importing(open_kernel):
     sys.modules.pop("sample_broken_import.plugin", None)
     sys.modules.pop("sample_badmanifest.plugin", None)
     async with open_kernel("sample_good", "sample_broken_import", "sample_badmanifest") as k:
-        states = {p["name"]: p["state"] for p in k.registry.list()}
+        states = {p["name"]: p["state"] for p in k.registry.list_plugins()}
         assert states == {"good": "discovered", "brokenimport": "discovered", "badmanifest": "error"}
         assert "sample_broken_import.plugin" not in sys.modules
         assert "sample_badmanifest.plugin" not in sys.modules
@@ -93,7 +93,9 @@ async def test_upgrade_adding_capabilities_needs_approval(tmp_path, reset_sample
     upgraded = tmp_path / "upgraded"
     shutil.copytree(SAMPLES / "sample_good", upgraded)
     manifest = upgraded / "elowen-plugin.toml"
-    manifest.write_text(manifest.read_text().replace('version = "1.0.0"', 'version = "1.1.0"').replace('required = ["store"', 'required = ["process.spawn", "store"'))
+    manifest.write_text(
+        manifest.read_text().replace('version = "1.0.0"', 'version = "1.1.0"').replace('required = ["store"', 'required = ["process.spawn", "store"')
+    )
     home = tmp_path / "home"
     home.mkdir()
     (home / "config.toml").write_text('[plugins.good]\nenabled = true\ngranted = ["events.publish", "hook.mutate:turn_context", "store"]\n')
@@ -177,7 +179,7 @@ async def test_plugin_context_capabilities_and_guard(open_kernel, tmp_path):
         from elowen_sdk import CapabilityError, PathGuardError
 
         with pytest.raises(CapabilityError, match="needs capability 'store'"):
-            plain.store
+            _ = plain.store
         with pytest.raises(CapabilityError):
             plain.publish("x", {})
         # optional fs.read:/ was not granted, so the guard is pinned to the data dir

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import trio
+
 from elowen.core.settings import Settings, validate
 from elowen_sdk import ConfigError
 
@@ -210,7 +211,7 @@ async def test_invalid_hand_edit_keeps_last_good_snapshot(settings: Settings, ca
 
 async def test_edit_before_watch_started_is_reported(settings: Settings) -> None:
     settings.load()
-    write_by_hand(settings.path, "[execs]\nfallback = \"codex\"\n")
+    write_by_hand(settings.path, '[execs]\nfallback = "codex"\n')
     changes: list[dict[str, Any]] = []
     async with trio.open_nursery() as nursery:
         await nursery.start(settings.watch, changes.append)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import trio
+
 from elowen.core.kernel import Kernel
 from elowen_sdk import TurnContext
 from elowen_sdk.testing import call, plugin_kernel
@@ -75,7 +76,9 @@ async def test_hello_wheel_installs_and_enables_without_restart(tmp_path, hello_
             from elowen_hello.plugin import seen_events
 
             k.events.publish("test.after_enable", {})
-            assert "test.after_enable" in seen_events
+            with trio.fail_after(5):  # a third party's sync hook runs in a worker thread
+                while "test.after_enable" not in seen_events:
+                    await trio.sleep(0.01)
             await k.registry.configure("hello", {"greeting": "Hi"})
             assert await call(k.contributions.get("tool", "hello.greet").obj, name="Bo") == "Hi, Bo!"
             await k.registry.disable("hello")
@@ -90,7 +93,7 @@ async def test_hello_wheel_installs_and_enables_without_restart(tmp_path, hello_
 
 async def test_sdk_harness_with_installed_plugin(tmp_path, installed_hello):
     async with plugin_kernel(tmp_path, enable=["hello"], config={"hello": {"greeting": "Hey"}}) as k:
-        enabled = [p["name"] for p in k.registry.list() if p["state"] == "enabled"]
+        enabled = [p["name"] for p in k.registry.list_plugins() if p["state"] == "enabled"]
         assert enabled == ["hello"], "the harness enables only the plugins asked for"
         assert await call(k.contributions.get("tool", "hello.greet").obj, name="Cy") == "Hey, Cy!"
 
@@ -100,7 +103,7 @@ async def test_hello_without_its_capability_is_denied_and_audited(tmp_path, inst
     home.mkdir()
     # an upgrade that needs a capability the user never granted: simulate with a config whose
     # grant list lacks it; the plugin must wait in needs-approval, not run with its patch
-    (home / "config.toml").write_text('[plugins.hello]\nenabled = true\ngranted = []\n[plugins.tmux]\nenabled = false\n')
+    (home / "config.toml").write_text("[plugins.hello]\nenabled = true\ngranted = []\n[plugins.tmux]\nenabled = false\n")
     async with Kernel.open(home, db_path=tmp_path / "db") as k:
         rec = k.registry.get("hello")
         assert rec.state == "needs-approval" and rec.missing == ("hook.mutate:turn_context",)
@@ -116,7 +119,7 @@ async def test_every_builtin_plugin_enables(tmp_path):
     (home / "config.toml").write_text(cfg)
     try:
         async with Kernel.open(home, db_path=tmp_path / "db") as k:
-            builtins = [p for p in k.registry.list() if p["builtin"]]
+            builtins = [p for p in k.registry.list_plugins() if p["builtin"]]
             assert {p["name"] for p in builtins} >= {"tmux", "claude-code", "codex", "opencode", "kilo"}
             bad = {p["name"]: p["error"] for p in builtins if p["state"] != "enabled"}
             assert bad == {}

@@ -17,6 +17,7 @@ import pytest
 import tomli_w
 
 from elowen_builtins.overseer.ids import MAX_ID, parse_id
+from elowen_sdk.pagination import decode_cursor, encode_cursor
 from tests.daemon.conftest import DaemonProc, start_daemon
 
 BAD = ["abc", "-1", "0", "99999999999999999999999", str(2**63), "%C2%B2", "1.5"]
@@ -119,8 +120,14 @@ def test_provider_list_shows_the_builtin_local(member: tuple[DaemonProc, httpx.C
         items = admin.get("/providers").json()["items"]
     assert [(p["name"], p["kind"], p["source"]) for p in items] == [("local", "local", "builtin")]
     env = {**os.environ, "ELOWEN_URL": daemon.url, "ELOWEN_TOKEN": daemon.admin_token, "ELOWEN_HOME": str(daemon.home)}
-    out = subprocess.run([sys.executable, "-c", "from elowen.cli.main import main; main()", "provider", "list"],
-                         capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+    out = subprocess.run(
+        [sys.executable, "-c", "from elowen.cli.main import main; main()", "provider", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert out.returncode == 0, out.stderr
     assert "(no providers)" not in out.stdout
     row = out.stdout.splitlines()[1].split()
@@ -132,7 +139,8 @@ def test_escalations_while_the_agents_plugin_is_disabled(member: tuple[DaemonPro
     answering is refused with a clear 503."""
     daemon, client, _ = member
     with daemon.admin() as admin:
-        assert admin.post("/plugins/agents/disable").status_code == 200
+        disabled = admin.post("/plugins/agents/disable", json={"cascade": True})  # the deriver requires agents
+        assert disabled.status_code == 200, disabled.text
         try:
             listed = client.get("/escalations")
             assert listed.status_code == 200 and listed.json()["items"] == []
@@ -141,3 +149,30 @@ def test_escalations_while_the_agents_plugin_is_disabled(member: tuple[DaemonPro
             assert "elowen plugin enable agents" in answered.json()["error"]["message"]
         finally:
             assert admin.post("/plugins/agents/enable").json()["state"] == "enabled"
+            for name in reversed(disabled.json()["cascaded"]):
+                assert admin.post(f"/plugins/{name}/enable").json()["state"] == "enabled"
+
+
+@pytest.mark.slow
+def test_plugin_lists_share_the_daemons_cursor(member: tuple[DaemonProc, httpx.Client, int]) -> None:
+    """``/missions`` pages with the SDK's cursor (``elowen_sdk.pagination``), the same format as
+    ``/tasks``; the old per-plugin formats and garbage are 400 ``bad_cursor`` on every plugin list."""
+    daemon, client, mid = member
+    pid = client.get(f"/missions/{mid}").json()["project_id"]
+    made = [client.post("/missions", json={"name": f"page-{i}", "level": "L1", "project_id": pid}).json()["id"] for i in range(2)]
+    seen, cursor = [], None
+    while True:
+        body = client.get("/missions", params={"limit": 1, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [m["id"] for m in body["items"]]
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+        assert decode_cursor(cursor) == seen[-1]
+    assert seen == sorted(seen) and {mid, *made} <= set(seen)
+    for path in ("/missions", "/escalations", "/decisions"):
+        for bad in ("garbage!", "bzU", "ZDEy", "YzoxMg", "djE6LTE"):  # o5, d12, c:12, v1:-1
+            resp = client.get(path, params={"cursor": bad})
+            _check(resp, 400)
+            assert resp.json()["error"]["code"] == "bad_cursor"
+        assert client.get(path, params={"cursor": encode_cursor(10**6)}).json()["items"] == []
+    assert "Traceback" not in daemon.log_path.read_text()

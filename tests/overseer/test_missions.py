@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
+from elowen.core.events import EventBus
 from elowen.core.store import Store
+from elowen.daemon.services.tasks import TaskService
 from elowen_builtins.overseer.missions import MissionConflict, MissionNotFound, MissionStore
+from elowen_sdk.errors import ServiceUnavailable
+from tests.support.executors import builtin_resolver
 
 SCHEMA = Path(__file__).resolve().parents[2] / "builtin_plugins" / "overseer" / "schema.sql"
 
@@ -21,7 +25,8 @@ def ms(tmp_path: Path) -> Any:
     for i, (project, state) in enumerate([(1, "open"), (1, "in_progress"), (1, "open"), (2, "open")], start=1):
         store.execute("INSERT INTO tasks (id, title, project_id, state, created_at, updated_at) VALUES (?, 't', ?, ?, 'now', 'now')", (i, project, state))
     events: list[tuple[str, Any]] = []
-    m = MissionStore(store, lambda t, d, p=None: events.append((t, d)))
+    tasks = TaskService(store, EventBus(store), builtin_resolver())  # the daemon's tasks service
+    m = MissionStore(store, lambda t, d, p=None: events.append((t, d)), lambda: tasks)
     m.events = events  # type: ignore[attr-defined]
     yield m
     store.close()
@@ -71,3 +76,23 @@ def test_a_mission_label_joins_the_mission_before_any_dispatch(ms: Any) -> None:
     assert ms.may_dispatch({"id": 1, "labels": ["mission:999"]})
     assert ms.may_dispatch({"id": 4, "labels": [f"mission:{mission['id']}"]})
     assert ms.of_task(4) is None
+
+
+def test_without_the_tasks_service_nothing_runs_and_membership_waits(tmp_path: Path) -> None:
+    """The overseer reads no kernel table: with no tasks service a mission counts no running
+    task and refuses new members with a 409 instead of reading ``tasks`` itself."""
+    store = Store(tmp_path / "t.db")
+    store.apply_plugin_schema("overseer", SCHEMA.read_text(), 1)
+    store.execute("INSERT INTO projects (id, name, path, created_at) VALUES (1, 'a', '/a', 'now')")
+    store.execute("INSERT INTO tasks (id, title, project_id, state, created_at, updated_at) VALUES (1, 't', 1, 'in_progress', 'now', 'now')")
+
+    def absent() -> Any:
+        raise ServiceUnavailable("tasks", "not offered")
+
+    m = MissionStore(store, lambda t, d, p=None: None, absent)
+    mission = m.create(name="m", level=1)
+    store.execute("INSERT INTO mission_tasks (task_id, mission_id, added_at) VALUES (1, ?, 'now')", (mission["id"],))
+    assert m.get(mission["id"])["running"] == 0
+    with pytest.raises(MissionConflict, match="tasks service"):
+        m.add_tasks(mission["id"], [1])
+    store.close()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from elowen_builtins.overseer.config import OverseerConfig, parse_level
-from elowen_builtins.overseer.gate import parse_answer
-from elowen_builtins.overseer.policy import Proposal, destructive_reasons, finalize, no_model_proposal
+from elowen_builtins.overseer.policy import Proposal, destructive_reasons, finalize
+from elowen_builtins.overseer_relay.relay import no_model_proposal, parse_answer
 
 
 @pytest.mark.parametrize(
@@ -47,14 +47,17 @@ def test_no_model_rule() -> None:
     assert no_model_proposal("prompt", 2).action == "escalate"
 
 
-@pytest.mark.parametrize(("text", "action", "confidence"), [
-    ('{"approve": true, "confidence": 0.9, "rationale": "ok"}', "approve", 0.9),
-    ("```json\n{'approve': False, 'confidence': 0.8, 'rationale': 'no', 'note': 'add tests',}\n```", "reject", 0.8),
-    ('Sure! {"approve": true, "confidence": 1.7, "rationale": "x"}', "escalate", None),
-    ('{"approve": "yes", "confidence": 0.9, "rationale": "x"}', "escalate", 0.9),
-    ('{"approve": true, "confidence": 0.', "escalate", None),
-    ('{"approve": true} {"approve": false}', "escalate", None),
-])
+@pytest.mark.parametrize(
+    ("text", "action", "confidence"),
+    [
+        ('{"approve": true, "confidence": 0.9, "rationale": "ok"}', "approve", 0.9),
+        ("```json\n{'approve': False, 'confidence': 0.8, 'rationale': 'no', 'note': 'add tests',}\n```", "reject", 0.8),
+        ('Sure! {"approve": true, "confidence": 1.7, "rationale": "x"}', "escalate", None),
+        ('{"approve": "yes", "confidence": 0.9, "rationale": "x"}', "escalate", 0.9),
+        ('{"approve": true, "confidence": 0.', "escalate", None),
+        ('{"approve": true} {"approve": false}', "escalate", None),
+    ],
+)
 def test_parse_answer(text: str, action: str, confidence: float | None) -> None:
     proposal = parse_answer("review", text, source="relay:x/y")
     assert (proposal.action, proposal.confidence) == (action, confidence)

@@ -14,14 +14,16 @@ REJECT = {"approve": False, "confidence": 0.9, "rationale": "no evidence", "note
 
 
 async def _review(w: Any, task_id: int, n: int) -> dict[str, Any]:
-    reviews = await until(lambda: (r := w.decisions.list(task_id=task_id, kind="review")) and len(r) >= n and r[n - 1]["status"] != "pending" and r, what=f"review {n}")
+    reviews = await until(
+        lambda: (r := w.decisions.list_decisions(task_id=task_id, kind="review")) and len(r) >= n and r[n - 1]["status"] != "pending" and r, what=f"review {n}"
+    )
     return reviews[n - 1]
 
 
 async def test_review_rejection_reopens_at_most_n_times(tmp_path: Path, socket_name: str, model_server: ModelServer) -> None:
     model_server.script = verdict_script(REJECT)
     async with world(tmp_path, socket_name, model=model_server, overseer={"max_review_rejections": 2}) as w:
-        task_id = w.task(w.mission(2), exec="codex:off")
+        task_id = w.task(w.mission(2), agent=False)
         for n in (1, 2):
             w.tasks.close(task_id, f"done {n}", [])
             review = await _review(w, task_id, n)
@@ -45,13 +47,13 @@ async def test_review_that_cannot_complete_escalates_and_approval_keeps_it_close
     model_server.script = verdict_script("the model rambles without any object")
     async with world(tmp_path, socket_name, model=model_server) as w:
         mission = w.mission(1)
-        task_id = w.task(mission, exec="codex:off")
+        task_id = w.task(mission, agent=False)
         w.tasks.close(task_id, "done", ["log.txt"])
         review = await _review(w, task_id, 1)
         assert review["status"] == "escalated" and w.rt.reviews.rejections(task_id) == 0
         assert w.tasks.get(task_id)["state"] == "closed"
         model_server.script = verdict_script({"approve": True, "confidence": 0.95, "rationale": "evidence shows it", "note": ""})
-        other = w.task(mission, exec="codex:off")
+        other = w.task(mission, agent=False)
         w.tasks.close(other, "done", ["pytest: 12 passed"])
         approved = await _review(w, other, 1)
         assert approved["status"] == "approved" and approved["decided_by"] == f"overseer:relay:{MODEL}"
@@ -62,7 +64,7 @@ async def test_ask_answered_by_the_autopilot_or_escalated_then_answered_by_a_hum
     model_server.script = verdict_script({"answer": "Use Python 3.11.", "confidence": 0.92, "rationale": "the project pins 3.11"})
     async with world(tmp_path, socket_name, model=model_server) as w:
         ap = w.rt.autopilot
-        task_id = w.task(w.mission(1), exec="codex:off")
+        task_id = w.task(w.mission(1), agent=False)
         w.tasks.progress(task_id, "set up the venv", author="agent")
         ask = create_ask(ap, question="Which Python version?", task_id=task_id, asker="agent:task:1", history=True)
         assert ask["status"] == "pending"

@@ -20,6 +20,11 @@ Per-CLI facts (verified with Claude Code 2.1.197, Codex 0.171.0, OpenCode 1.18.3
   with an ``@ai-sdk/openai-compatible`` provider and ``permission: {bash: ask, edit: ask}`` (without
   it no permission prompt appears); ``*_DISABLE_*`` variables stop update, model-list, LSP and
   share traffic; Kilo also needs ``KILO_NO_DAEMON=1``.
+* Gemini CLI 0.61.0 (the third-party provider ``contrib/elowen-gemini``; not in :data:`CLIS`):
+  ``GEMINI_API_KEY`` + ``GOOGLE_GEMINI_BASE_URL`` (Gemini API wire protocol), and
+  ``~/.gemini/settings.json`` with ``security.auth.selectedType = "gemini-api-key"`` (else the
+  "Get started" auth chooser), usage statistics, telemetry and auto-update off; trust via
+  ``~/.gemini/trustedFolders.json`` ``{"<repo>": "TRUST_FOLDER"}``.
 """
 
 from __future__ import annotations
@@ -43,8 +48,9 @@ __all__ = [
     "read_bins_env",
 ]
 
-Cli = Literal["claude", "codex", "opencode", "kilo"]
+Cli = Literal["claude", "codex", "opencode", "kilo", "gemini"]
 CLIS: tuple[Cli, ...] = ("claude", "codex", "opencode", "kilo")
+"""The CLIs of the builtin providers (Gemini CLI is a contrib provider, set up here too)."""
 
 FAKE_MODEL = "fake-model"
 FAKE_TOKEN = "elowen-test-token"
@@ -95,9 +101,7 @@ def cli_binary(cli: Cli) -> Path:
     """Absolute path of the installed CLI binary. Raises :class:`MissingCliError` if absent."""
     value = read_bins_env().get(f"ELOWEN_TEST_{cli.upper()}_BIN")
     if not value or not os.access(value, os.X_OK):
-        raise MissingCliError(
-            f"{cli} is not installed under {bins_env_path().parent}; run scripts/install-test-deps"
-        )
+        raise MissingCliError(f"{cli} is not installed under {bins_env_path().parent}; run scripts/install-test-deps")
     return Path(value)
 
 
@@ -205,6 +209,12 @@ def _setup_opencode(home: Path, repo: Path, url: str, trust: bool, env: dict[str
 def _setup_kilo(home: Path, repo: Path, url: str, trust: bool, env: dict[str, str]) -> None:
     config = _opencode_config(url)
     config["$schema"] = "https://app.kilo.ai/config.json"
+    # Kilo 7.7.7 snapshots the repository before the first tool call; when that is slow (a loaded
+    # 2-core machine) it asks a blocking "Snapshot is slow … disable Snapshots for this
+    # repository?" question first, and the permission prompt waits behind it
+    # (kilo/captured/27_unknown_dialog_snapshot_slow_200x50). `snapshot: false` is the answer
+    # "Disable for this project" writes.
+    config["snapshot"] = False
     _write_json(home / ".config" / "kilo" / "kilo.json", config)
     env.update(
         KILO_NO_DAEMON="1",
@@ -217,11 +227,26 @@ def _setup_kilo(home: Path, repo: Path, url: str, trust: bool, env: dict[str, st
     )
 
 
+def _setup_gemini(home: Path, repo: Path, url: str, trust: bool, env: dict[str, str]) -> None:
+    gemini = home / ".gemini"
+    settings = {
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
+        "telemetry": {"enabled": False},
+    }
+    _write_json(gemini / "settings.json", settings)
+    if trust:
+        _write_json(gemini / "trustedFolders.json", {str(repo): "TRUST_FOLDER"})
+    env.update(GEMINI_API_KEY=FAKE_TOKEN, GOOGLE_GEMINI_BASE_URL=url)
+
+
 _SETUP = {
     "claude": _setup_claude,
     "codex": _setup_codex,
     "opencode": _setup_opencode,
     "kilo": _setup_kilo,
+    "gemini": _setup_gemini,
 }
 
 
@@ -239,7 +264,7 @@ def prepare_agent(
 
     ``model_url`` is the scripted model server's base URL (``http://127.0.0.1:PORT``, no
     ``/v1``). ``trust`` pre-seeds folder trust for ``repo`` where the CLI supports it (Claude,
-    Codex); with ``trust=False`` those CLIs show their trust dialog first. Both directories must
+    Codex, Gemini); with ``trust=False`` those CLIs show their trust dialog first. Both directories must
     exist. Raises :class:`MissingCliError` when the CLI is not installed.
     """
     binary = cli_binary(cli)

@@ -27,8 +27,9 @@ def launch_daemon(home: Path, port: int, stderr_path: Path, *, timeout: float = 
     env = {**os.environ, "ELOWEN_HOME": str(home)}
     env.pop("ELOWEN_DB", None)
     with open(stderr_path, "ab") as stderr:  # the child keeps its own copy of the descriptor
-        proc = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", str(port)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "elowen.daemon", "--home", str(home), "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
     url = f"http://127.0.0.1:{port}"
 
     def healthy() -> bool:

@@ -20,7 +20,7 @@ def fake_claude(folder: Path) -> Path:
     """An executable ``folder/fake-claude`` that starts the fake agent (a provider puts its
     flags after argv[0], as with the real CLI)."""
     path = folder / "fake-claude"
-    path.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+    path.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} "$@"\n')
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return path
 

@@ -81,14 +81,8 @@ def test_anthropic_stream_tool_use_then_final_text(server: ModelServer) -> None:
     starts = [d["content_block"] for n, d in events if n == "content_block_start"]
     assert [b["type"] for b in starts] == ["text", "tool_use"]
     assert starts[1]["name"] == "Bash" and starts[1]["id"].startswith("toolu_")
-    text = "".join(
-        d["delta"]["text"] for n, d in events if d.get("delta", {}).get("type") == "text_delta"
-    )
-    args = "".join(
-        d["delta"]["partial_json"]
-        for n, d in events
-        if d.get("delta", {}).get("type") == "input_json_delta"
-    )
+    text = "".join(d["delta"]["text"] for n, d in events if d.get("delta", {}).get("type") == "text_delta")
+    args = "".join(d["delta"]["partial_json"] for n, d in events if d.get("delta", {}).get("type") == "input_json_delta")
     assert text == "FAKE: I will run a shell command."
     assert json.loads(args)["command"] == "touch a.txt"
     assert events[-2][1]["delta"]["stop_reason"] == "tool_use"
@@ -109,9 +103,7 @@ def test_anthropic_stream_tool_use_then_final_text(server: ModelServer) -> None:
     ]
     events = sse(post(server, "/v1/messages?beta=true", anthropic_body(follow_up)).text)
     assert events[-2][1]["delta"]["stop_reason"] == "end_turn"
-    assert "FAKE: done." == "".join(
-        d["delta"]["text"] for n, d in events if n == "content_block_delta"
-    )
+    assert "FAKE: done." == "".join(d["delta"]["text"] for n, d in events if n == "content_block_delta")
     assert server.requests[1].tool_results[0].call_id == tool_use_id
     assert server.requests[1].tool_results[0].output == "done!"
 
@@ -138,9 +130,7 @@ def test_anthropic_rejection_with_feedback_starts_a_new_turn(server: ModelServer
         },
     ]
     events = sse(post(server, "/v1/messages", anthropic_body(messages)).text)
-    tool = next(
-        d["content_block"] for n, d in events if n == "content_block_start" and d["index"] == 1
-    )
+    tool = next(d["content_block"] for n, d in events if n == "content_block_start" and d["index"] == 1)
     assert tool["name"] == "Bash"
     recorded = server.requests[0]
     assert recorded.prompt == "No. RUN: ls" and recorded.tool_results == ()
@@ -229,17 +219,13 @@ def test_responses_title_request_follows_text_format_schema(server: ModelServer)
     }
     response = post(server, "/v1/responses", body).json()
     assert response["object"] == "response" and response["status"] == "completed"
-    assert json.loads(response["output"][0]["content"][0]["text"]) == {
-        "title": "Fake session title"
-    }
+    assert json.loads(response["output"][0]["content"][0]["text"]) == {"title": "Fake session title"}
     assert server.requests[0].json_schema == schema
 
 
 # --- OpenAI Chat Completions ----------------------------------------------------------------
 
-CHAT_TOOLS = [
-    {"type": "function", "function": {"name": n, "parameters": {}}} for n in ("bash", "edit")
-]
+CHAT_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {}}} for n in ("bash", "edit")]
 
 
 def test_chat_stream_tool_calls_usage_and_done(server: ModelServer) -> None:
@@ -319,14 +305,63 @@ def test_chat_non_streaming_response_format_passthrough(server: ModelServer) -> 
 
 
 def test_chat_non_streaming_scripted_tool_call(server: ModelServer) -> None:
-    server.script = lambda request: Reply(
-        tool_calls=[ToolCall("lookup", {"q": request.prompt}, "call_1")]
-    )
+    server.script = lambda request: Reply(tool_calls=[ToolCall("lookup", {"q": request.prompt}, "call_1")])
     body = {"model": "m", "messages": [{"role": "user", "content": "find x"}], "tools": CHAT_TOOLS}
     choice = post(server, "/v1/chat/completions", body).json()["choices"][0]
     assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
     call = choice["message"]["tool_calls"][0]
     assert call["id"] == "call_1" and json.loads(call["function"]["arguments"]) == {"q": "find x"}
+
+
+# --- Gemini API ----------------------------------------------------------------------------
+
+GEMINI_TOOLS = [{"functionDeclarations": [{"name": "run_shell_command"}, {"name": "read_file"}]}]
+GEMINI_STREAM = "/v1beta/models/fake-model:streamGenerateContent?alt=sse"
+
+
+def gemini_body(contents: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"contents": contents, "tools": GEMINI_TOOLS, "systemInstruction": {"parts": [{"text": "sys"}]}, **extra}
+
+
+def test_gemini_stream_function_call_then_final_text(server: ModelServer) -> None:
+    prompt = {"role": "user", "parts": [{"text": "<session_context>\nctx\n</session_context>"}, {"text": "Do it. RUN: touch a.txt"}]}
+    response = post(server, GEMINI_STREAM, gemini_body([prompt]))
+    assert response.status_code == 200 and response.headers["content-type"] == "text/event-stream"
+    events = sse(response.text)
+    assert all(name is None for name, _ in events) and "[DONE]" not in [data for _, data in events]
+    parts = [p for _, data in events for p in data["candidates"][0]["content"]["parts"]]
+    assert "".join(p.get("text", "") for p in parts) == "FAKE: I will run a shell command."
+    (call,) = [p["functionCall"] for p in parts if "functionCall" in p]
+    assert call == {"name": "run_shell_command", "args": {"command": "touch a.txt", "description": "Run a shell command (fake model)"}}
+    last = events[-1][1]
+    assert last["candidates"][0]["finishReason"] == "STOP" and last["usageMetadata"]["totalTokenCount"] > 0
+    assert all("finishReason" not in data["candidates"][0] for _, data in events[:-1])
+    first = server.requests[0]
+    assert (first.api, first.model, first.stream, first.prompt) == ("gemini", "fake-model", True, "Do it. RUN: touch a.txt")
+    assert first.tool_names == ("run_shell_command", "read_file") and first.query == "alt=sse"
+
+    result = {"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {"output": "done"}}}
+    turns = [prompt, {"role": "model", "parts": [{"functionCall": call}]}, {"role": "user", "parts": [result]}]
+    final = sse(post(server, GEMINI_STREAM, gemini_body(turns)).text)
+    assert "".join(p.get("text", "") for _, d in final for p in d["candidates"][0]["content"]["parts"]) == "FAKE: done."
+    second = server.requests[1]
+    assert second.prompt == "Do it. RUN: touch a.txt"
+    assert [(r.call_id, r.output, r.is_error) for r in second.tool_results] == [("c1", "done", False)]
+
+
+def test_gemini_generate_content_schema_count_tokens_and_errors(server: ModelServer) -> None:
+    schema = {"type": "OBJECT", "properties": {"title": {"type": "STRING"}, "n": {"type": "INTEGER"}}}
+    body = {"contents": [{"role": "user", "parts": [{"text": "name it"}]}], "generationConfig": {"responseSchema": schema}}
+    response = post(server, "/v1beta/models/gemini-x:generateContent", body)
+    candidate = response.json()["candidates"][0]
+    assert json.loads(candidate["content"]["parts"][0]["text"]) == {"title": "Fake session title", "n": 0}
+    assert candidate["finishReason"] == "STOP" and server.requests[0].stream is False
+    counted = post(server, "/v1beta/models/gemini-x:countTokens", body)
+    assert counted.status_code == 200 and counted.json()["totalTokens"] > 0
+    failed = post(server, GEMINI_STREAM, gemini_body([{"role": "user", "parts": [{"text": "x ERROR:401"}]}]))
+    assert failed.status_code == 401
+    assert failed.json()["error"] == {"code": 401, "message": "Fake model server error 401", "status": "UNAUTHENTICATED"}
+    assert [r.api for r in server.requests] == ["gemini", "other", "gemini"]
 
 
 # --- errors, scripting, recording -----------------------------------------------------------
@@ -348,9 +383,7 @@ def test_chat_non_streaming_scripted_tool_call(server: ModelServer) -> None:
         ),
     ],
 )
-def test_error_status_from_prompt(
-    server: ModelServer, path: str, body: dict[str, Any], error_type: str
-) -> None:
+def test_error_status_from_prompt(server: ModelServer, path: str, body: dict[str, Any], error_type: str) -> None:
     response = post(server, path, body)
     assert response.status_code == 401
     assert response.json()["error"]["type"] == error_type

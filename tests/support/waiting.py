@@ -19,7 +19,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait(predicate: Callable[[], Any], what: str = "condition", timeout: float = 20.0, on_fail: Callable[[], str] | None = None, *, interval: float = 0.05) -> Any:
+def wait(
+    predicate: Callable[[], Any], what: str = "condition", timeout: float = 20.0, on_fail: Callable[[], str] | None = None, *, interval: float = 0.05
+) -> Any:
     """Poll ``predicate`` until it returns something truthy (returned), at most ``timeout``
     seconds; then fail the test naming ``what`` (and ``on_fail()``'s text)."""
     deadline = time.monotonic() + timeout

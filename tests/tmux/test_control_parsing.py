@@ -24,7 +24,7 @@ def test_block_end_needs_the_same_key_at_a_line_start() -> None:
     assert found is not None
     term, after, is_error = found
     assert (buf[term:after], is_error) == (b"%end 1700000000 42 1\n", False)
-    assert bytes(buf[:term - 1]).split(b"\n") == body[:-1].split(b"\n")
+    assert bytes(buf[: term - 1]).split(b"\n") == body[:-1].split(b"\n")
 
 
 def test_block_end_error_and_incomplete() -> None:

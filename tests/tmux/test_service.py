@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -87,6 +88,7 @@ async def test_targets_are_exact_never_prefix(tmux_service: TmuxService, socket_
     assert await tmux_service.list_sessions("elowen-a-") == ["elowen-a-10"]
 
 
+@pytest.mark.flaky(reruns=1, reruns_delay=1)  # real processes racing a deadline: rerun once when the 2 cores are saturated by parallel workers
 async def test_dead_program_is_detected(tmux_service: TmuxService) -> None:
     await tmux_service.spawn("elowen-exit3", [PYTHON, "-c", "import sys; sys.exit(3)"])
     await tmux_service.spawn("elowen-missing", ["elowen-no-such-program-xyz", "--help"])
@@ -191,7 +193,10 @@ async def test_slow_subscriber_memory_is_bounded(socket_name: str) -> None:
 async def test_reattach_after_restart(socket_name: str, tmp_path: Path) -> None:
     got = tmp_path / "got.txt"
     async with open_tmux(socket_name, enter_delay=0.05) as first:
-        await first.spawn("elowen-keep", [PYTHON, "-c", f"import sys\nfor line in sys.stdin:\n    open({str(got)!r}, 'a').write(line); print('echo:' + line.strip(), flush=True)"])
+        await first.spawn(
+            "elowen-keep",
+            [PYTHON, "-c", f"import sys\nfor line in sys.stdin:\n    open({str(got)!r}, 'a').write(line); print('echo:' + line.strip(), flush=True)"],
+        )
         await first.send_text("elowen-keep", "before")
         await wait_for(lambda: file_reader(got)() == b"before\n")
     # The control client is gone, the session is not.
@@ -254,6 +259,7 @@ async def test_flow_control_pause_is_resumed_and_flagged(socket_name: str) -> No
                         after += event.data
 
 
+@pytest.mark.flaky(reruns=1, reruns_delay=1)  # real processes racing a deadline: rerun once when the 2 cores are saturated by parallel workers
 async def test_a_program_that_exits_at_once_always_leaves_its_dead_pane(tmux_service: TmuxService) -> None:
     # remain-on-exit is set in the same write as new-session: no window for the exit to win.
     names = [f"elowen-gone{i}" for i in range(20)]
@@ -276,3 +282,19 @@ async def test_a_dead_panes_last_screen_is_in_its_history(tmux_service: TmuxServ
         while "refused-to-start" not in await tmux_service.capture("elowen-lastwords", history=100):
             await trio.sleep(0.05)
     assert (await tmux_service.capture("elowen-lastwords", history=100)).count("refused-to-start") == 1
+
+
+async def test_panes_never_see_ci_markers(socket_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon run inside a CI job must not make its agents headless: Gemini CLI 0.61.0 with
+    ``CI=true`` and an untrusted folder exits at once with status 55 instead of drawing its trust
+    dialog. The tmux server (started here with those variables set) hands none of them to a pane."""
+    for name, value in {"CI": "true", "GITHUB_ACTIONS": "true", "CONTINUOUS_INTEGRATION": "1", "CI_JOB_ID": "7", "KEEP_ME": "yes"}.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "env.txt"
+    code = f"import os, json, time; open({str(out)!r}, 'w').write(json.dumps(dict(os.environ))); time.sleep(30)"
+    async with open_tmux(socket_name, width=100, height=30, enter_delay=0.05) as service:
+        await service.spawn("elowen-ci", [PYTHON, "-c", code], cwd=tmp_path, env={"ELOWEN_X": "1"})
+        await wait_for(lambda: file_reader(out)() != b"")
+    seen = json.loads(out.read_text())
+    assert seen["KEEP_ME"] == "yes" and seen["ELOWEN_X"] == "1"
+    assert not {"CI", "GITHUB_ACTIONS", "CONTINUOUS_INTEGRATION", "CI_JOB_ID"} & set(seen), sorted(seen)

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import httpx
 import tomli_w
+
 from tests.support.waiting import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_AGENT = ROOT / "tests" / "agents" / "fake_agent.py"
 START_TIMEOUT = 20.0
 FAST_AGENTS = {"scheduler_interval": 0.3, "sweep_interval": 0.3, "liveness_interval": 0.2, "stuck_interval": 0.5, "janitor_interval": 0.5}
-
 
 
 def _wait_health(url: str, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
@@ -89,7 +89,7 @@ class Stack:
 
     def write_config(self) -> None:
         wrapper = self.root / "fake-claude"
-        wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} \"$@\"\n")
+        wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE_AGENT} "$@"\n')
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
         self.home.mkdir(parents=True, exist_ok=True)
         config = {
@@ -112,8 +112,12 @@ class Stack:
         for key in ("ELOWEN_URL", "ELOWEN_TOKEN", "ELOWEN_DB"):
             env.pop(key, None)
         with open(log, "ab") as out:
-            self.daemon = subprocess.Popen([sys.executable, "-m", "elowen.daemon", "--home", str(self.home), "--port", str(self.daemon_port)],
-                                           env=env, stdout=out, stderr=subprocess.STDOUT)
+            self.daemon = subprocess.Popen(
+                [sys.executable, "-m", "elowen.daemon", "--home", str(self.home), "--port", str(self.daemon_port)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         _wait_health(self.daemon_url, self.daemon, "daemon", log)
 
     def stop_daemon(self, sig: int = signal.SIGTERM) -> None:
@@ -127,8 +131,13 @@ class Stack:
 
     def start_web(self) -> None:
         log = self.root / "web.out"
-        env = {**os.environ, "ELOWEN_HOME": str(self.home), "ELOWEN_URL": self.daemon_url, "ELOWEN_WEB_PORT": str(self.web_port),
-               "ELOWEN_WEB_STREAM_WINDOW": "3"}
+        env = {
+            **os.environ,
+            "ELOWEN_HOME": str(self.home),
+            "ELOWEN_URL": self.daemon_url,
+            "ELOWEN_WEB_PORT": str(self.web_port),
+            "ELOWEN_WEB_STREAM_WINDOW": "3",
+        }
         with open(log, "ab") as out:
             self.web = subprocess.Popen([sys.executable, "-m", "elowen.web"], env=env, stdout=out, stderr=subprocess.STDOUT)
         _wait_health(self.web_url, self.web, "web", log)

@@ -11,7 +11,6 @@ import pytest
 
 from elowen.cli.config import load_config
 from elowen.web import launch
-
 from tests.support.waiting import free_port
 
 

@@ -81,8 +81,7 @@ def test_every_failure_shows_one_message_and_sets_no_cookie(web: httpx.Client, s
 
 
 def test_empty_fields_are_refused_without_asking_the_daemon(web: httpx.Client) -> None:
-    for data in ({"via": "password", "name": "", "password": "x"}, {"via": "password", "name": "x", "password": ""},
-                 {"via": "password"}):
+    for data in ({"via": "password", "name": "", "password": "x"}, {"via": "password", "name": "x", "password": ""}, {"via": "password"}):
         r = web.post("/login", data=data)
         assert r.status_code == 400 and "Enter your name and password." in r.text
         assert "set-cookie" not in r.headers
@@ -90,11 +89,14 @@ def test_empty_fields_are_refused_without_asking_the_daemon(web: httpx.Client) -
     assert r.status_code == 400 and "Enter your Elowen token." in r.text
 
 
-@pytest.mark.parametrize(("name", "password", "message"), [
-    ("someone", "x" * 1025, "That password is too long: passwords have at most 1024 characters."),
-    ("n" * 101, "some passphrase", "That name is too long: names have at most 100 characters."),
-    ("someone", "tab\there", "A password may not contain control characters"),
-])
+@pytest.mark.parametrize(
+    ("name", "password", "message"),
+    [
+        ("someone", "x" * 1025, "That password is too long: passwords have at most 1024 characters."),
+        ("n" * 101, "some passphrase", "That name is too long: names have at most 100 characters."),
+        ("someone", "tab\there", "A password may not contain control characters"),
+    ],
+)
 def test_unusable_fields_say_what_is_wrong(web: httpx.Client, stack: Stack, name: str, password: str, message: str) -> None:
     _, real, _ = _user(stack, "right passphrase")
     r = _password_login(web, real if name == "someone" else name, password)
@@ -105,8 +107,7 @@ def test_unusable_fields_say_what_is_wrong(web: httpx.Client, stack: Stack, name
 
 def test_a_password_change_ends_other_password_sessions(stack: Stack) -> None:
     uid, name, issued = _user(stack, "first passphrase")
-    with httpx.Client(base_url=stack.web_url, timeout=10) as first, \
-            httpx.Client(base_url=stack.web_url, timeout=10) as token_login:
+    with httpx.Client(base_url=stack.web_url, timeout=10) as first, httpx.Client(base_url=stack.web_url, timeout=10) as token_login:
         assert _password_login(first, name, "first passphrase").status_code == 302
         assert token_login.post("/login", data={"token": issued}).status_code == 302
         assert first.get("/", follow_redirects=False).status_code == 200
@@ -187,8 +188,7 @@ def test_logout_of_a_token_login_leaves_the_token_valid(web: httpx.Client, stack
 
 def test_a_cross_origin_password_login_is_refused(web: httpx.Client, stack: Stack) -> None:
     _, name, _ = _user(stack, "origin passphrase")
-    r = web.post("/login", data={"via": "password", "name": name, "password": "origin passphrase"},
-                 headers={"Origin": "http://evil.example"})
+    r = web.post("/login", data={"via": "password", "name": name, "password": "origin passphrase"}, headers={"Origin": "http://evil.example"})
     assert r.status_code == 403 and "set-cookie" not in r.headers
 
 

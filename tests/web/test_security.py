@@ -48,8 +48,7 @@ def test_session_cookie_flags_and_no_token_in_pages(web: httpx.Client, stack: St
     assert cookie.startswith("elowen_session=")
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert stack.admin_token not in cookie
-    for path in ("/", "/kanban", "/timeline", "/escalations", "/settings", "/partials/tools", "/chat/view",
-                 "/static/live.js", "/static/chat.js"):
+    for path in ("/", "/kanban", "/timeline", "/escalations", "/settings", "/partials/tools", "/chat/view", "/static/live.js", "/static/chat.js"):
         body = web.get(path).text
         assert stack.admin_token not in body, path
     headers = web.get("/").headers

@@ -16,7 +16,6 @@ of ``send_text`` (``tests/tmux/test_send.py``).
 from __future__ import annotations
 
 import json
-
 import stat
 import subprocess
 import sys
@@ -37,7 +36,6 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket_
 
 from tests.daemon.helpers import make_user
 from tests.support.waiting import wait
-
 
 from .conftest import wait_js
 from .stack import ROOT, Stack
@@ -115,8 +113,9 @@ class RecorderStack(Stack):
 
     def pane(self, session: str) -> str:
         """The agent's screen as tmux has it (``capture-pane -p``, with the scrollback)."""
-        out = subprocess.run(["tmux", "-L", self.socket_name, "capture-pane", "-p", "-S", "-200", "-t", f"={session}:"],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["tmux", "-L", self.socket_name, "capture-pane", "-p", "-S", "-200", "-t", f"={session}:"], capture_output=True, text=True, check=True
+        )
         return out.stdout
 
 
@@ -189,8 +188,12 @@ async def _ticket(stack: RecorderStack, session: str, token: str, want_input: bo
         r = await c.post(f"/sessions/{session}/ticket", json={"input": want_input})
         assert r.status_code == 201, r.text
         assert r.json()["input"] is want_input and r.json()["expires_in"] == TICKET_TTL
-        size = subprocess.run(["tmux", "-L", stack.socket_name, "display-message", "-p", "-t", f"={session}:", "#{pane_width} #{pane_height}"],
-                              capture_output=True, text=True, check=True).stdout.split()
+        size = subprocess.run(
+            ["tmux", "-L", stack.socket_name, "display-message", "-p", "-t", f"={session}:", "#{pane_width} #{pane_height}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
         assert [r.json()["cols"], r.json()["rows"]] == [int(n) for n in size]  # the pane's own size
         return str(r.json()["ticket"])
 
@@ -308,8 +311,7 @@ def _page(browser: Any, stack: RecorderStack, token: str) -> Any:
 
 
 def _xterm_has(page: Any, text: str, timeout: float = 10000) -> None:
-    wait_js(page, "t => (document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes(t)", arg=text,
-                           timeout=timeout)
+    wait_js(page, "t => (document.querySelector('#terminal .xterm-rows') || {}).textContent?.includes(t)", arg=text, timeout=timeout)
 
 
 def _open_terminal(page: Any, stack: RecorderStack, agent: Agent) -> None:
@@ -332,10 +334,13 @@ def _tab_to(page: Any, element_id: str, presses: int = 60) -> None:
 def test_admin_types_into_the_agent_from_the_browser(browser: Any, rstack: RecorderStack, agent: Agent) -> None:
     page = _page(browser, rstack, rstack.admin_token)
     _open_terminal(page, rstack, agent)
-    page.wait_for_selector("#terminal[data-input='1']")
+    page.wait_for_selector("#terminal[data-input='0']")  # "Allow typing" starts off
+    page.click("#term-input")
+    page.wait_for_selector("#terminal[data-input='1'][data-connected='1']")
     assert page.inner_text("#term-mode") == "You may type into this agent."
-    height = subprocess.run(["tmux", "-L", rstack.socket_name, "display-message", "-p", "-t", f"={agent.session}:", "#{pane_height}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    height = subprocess.run(
+        ["tmux", "-L", rstack.socket_name, "display-message", "-p", "-t", f"={agent.session}:", "#{pane_height}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     wait_js(page, f"document.querySelectorAll('#terminal .xterm-rows > div').length === {int(height)}")  # drawn at the pane's size
     toggle = page.get_by_role("button", name="Allow typing")
     assert toggle.get_attribute("aria-pressed") == "true"
@@ -385,11 +390,14 @@ def test_member_who_does_not_own_the_task_gets_a_read_only_terminal(browser: Any
     page.keyboard.type("member-typed")
     page.keyboard.press("Enter")
     # asking the relay for input directly changes nothing: it falls back to read-only and drops frames
-    reply = page.evaluate("""s => new Promise((done, fail) => {
+    reply = page.evaluate(
+        """s => new Promise((done, fail) => {
         const ws = new WebSocket(`ws://${location.host}/terminal/${encodeURIComponent(s)}?input=1`);
         ws.onmessage = m => { ws.send('forced-input\\r'); ws.send('\\x03'); setTimeout(() => { ws.close(); done(m.data); }, 300); };
         ws.onerror = () => fail('websocket error');
-    })""", agent.session)
+    })""",
+        agent.session,
+    )
     assert json.loads(reply)["input"] is False
     got = _sentinel_after(rstack, agent.session, before)
     assert got.startswith(b"sentinel-"), got  # nothing the member typed came first

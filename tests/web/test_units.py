@@ -44,11 +44,16 @@ def test_multi_line_data_is_joined_into_valid_json() -> None:
 
 
 def test_config_form_values_are_typed_by_the_manifest() -> None:
-    schema = {"binary": {"type": "string"}, "extra_args": {"type": "array"}, "skip": {"type": "boolean"},
-              "n": {"type": "integer"}, "x": {"type": "number"}, "env": {"type": "object"}}
+    schema = {
+        "binary": {"type": "string"},
+        "extra_args": {"type": "array"},
+        "skip": {"type": "boolean"},
+        "n": {"type": "integer"},
+        "x": {"type": "number"},
+        "env": {"type": "object"},
+    }
     form = {"binary": "/usr/bin/claude", "extra_args": '["--verbose"]', "n": "3", "x": "0.5", "env": ""}
-    assert coerce_config(schema, form) == {"binary": "/usr/bin/claude", "extra_args": ["--verbose"], "skip": False,
-                                           "n": 3, "x": 0.5, "env": {}}
+    assert coerce_config(schema, form) == {"binary": "/usr/bin/claude", "extra_args": ["--verbose"], "skip": False, "n": 3, "x": 0.5, "env": {}}
     assert coerce_config(schema, {**form, "skip": "on"})["skip"] is True
     with pytest.raises(ValueError, match="n: expected integer"):
         coerce_config(schema, {**form, "n": "three"})
@@ -56,10 +61,18 @@ def test_config_form_values_are_typed_by_the_manifest() -> None:
         coerce_config(schema, {**form, "extra_args": "[oops"})
 
 
-@pytest.mark.parametrize("target, expected", [
-    ("/kanban", "/kanban"), ("/tasks/3?x=1", "/tasks/3?x=1"), (None, "/"), ("", "/"),
-    ("//evil.example/", "/"), ("https://evil.example/", "/"), ("/\\evil", "/"),
-])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("/kanban", "/kanban"),
+        ("/tasks/3?x=1", "/tasks/3?x=1"),
+        (None, "/"),
+        ("", "/"),
+        ("//evil.example/", "/"),
+        ("https://evil.example/", "/"),
+        ("/\\evil", "/"),
+    ],
+)
 def test_login_redirects_stay_on_this_site(target: str | None, expected: str) -> None:
     assert safe_next(target) == expected
 

@@ -23,7 +23,10 @@ async def ask(question: str) -> str:
 def tools() -> list[Tool]:
     """The ask-user tool."""
     return [
-        Tool("ask_user", "Ask the user a question and wait for the answer (use sparingly).", ask,
-             {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"],
-              "additionalProperties": False})
+        Tool(
+            "ask_user",
+            "Ask the user a question and wait for the answer (use sparingly).",
+            ask,
+            {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"], "additionalProperties": False},
+        )
     ]

@@ -31,8 +31,15 @@ async def close_task(summary: str, evidence: Sequence[str] = ()) -> dict[str, An
 def tools() -> list[Tool]:
     """The close tool."""
     return [
-        Tool("task.close", "Close your task when it is done, with a summary and the evidence.", close_task,
-             {"type": "object", "properties": {"summary": {"type": "string"},
-                                               "evidence": {"type": "array", "items": {"type": "string"}}},
-              "required": ["summary"], "additionalProperties": False})
+        Tool(
+            "task.close",
+            "Close your task when it is done, with a summary and the evidence.",
+            close_task,
+            {
+                "type": "object",
+                "properties": {"summary": {"type": "string"}, "evidence": {"type": "array", "items": {"type": "string"}}},
+                "required": ["summary"],
+                "additionalProperties": False,
+            },
+        )
     ]

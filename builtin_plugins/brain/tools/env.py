@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elowen.core.pathguard import PathGuard
+from elowen_sdk import ElowenError, PathGuard
 
 if TYPE_CHECKING:
     from ..service import BrainService
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["ToolEnv", "ToolError", "current", "require_env", "require_guard"]
 
 
-class ToolError(Exception):
+class ToolError(ElowenError):
     """A tool refused or failed; the message is what the model sees."""
 
 
@@ -37,9 +37,12 @@ class ToolEnv:
         guard: the path guard over the folders this conversation may touch, or ``None``
             when there are none.
         cwd: where relative paths and commands start (a project folder), or ``None``.
-        projects: ``[{id, name, path}]`` the user may use.
+        projects: ``[{id, name, path}]`` the user may use in this turn.
         task: for a brain worker, the task record it works on.
         closed: set by ``task.close``.
+        scope: the project ids this turn is narrowed to (a chat platform's effective scope,
+            or inherited by a sub-agent from a narrowed turn); ``projects`` and ``guard`` are
+            already cut to it. ``None``: not narrowed (every project of the user).
     """
 
     service: BrainService
@@ -51,6 +54,7 @@ class ToolEnv:
     projects: list[Mapping[str, Any]] = field(default_factory=list)
     task: Mapping[str, Any] | None = None
     closed: dict[str, Any] | None = None
+    scope: frozenset[int] | None = None
 
 
 current: contextvars.ContextVar[ToolEnv | None] = contextvars.ContextVar("elowen_brain_tool_env", default=None)

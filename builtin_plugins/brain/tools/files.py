@@ -1,10 +1,22 @@
 """File tools: read, write, edit, list — every path through the path guard, which confines
 them to the user's project folders (symlink and ``..`` escapes refused; see
-``elowen.core.pathguard``)."""
+:class:`elowen_sdk.PathGuard`).
+
+The handlers run in a worker thread (``trio.to_thread``), never on the event loop: a slow disk
+or a huge folder cannot stall the daemon. Only regular files are read (a FIFO, device or socket
+is refused before any read), and ``files.read`` reads at most :data:`MAX_READ_BYTES` bytes;
+``files.edit`` refuses files larger than that.
+"""
 
 from __future__ import annotations
 
+import codecs
+import contextvars
+import functools
+from collections.abc import Callable
 from typing import Any
+
+import trio
 
 from elowen_sdk import PathGuardError, Tool
 
@@ -14,6 +26,22 @@ __all__ = ["tools"]
 
 MAX_READ = 100_000
 """Characters returned by one ``files.read`` (ask again with ``offset`` for more)."""
+
+MAX_READ_BYTES = 8 * 1024 * 1024
+"""Bytes of a file ``files.read`` reads at most (characters past them are out of reach), and
+the largest file ``files.edit`` changes."""
+
+
+def _off_loop(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (sync) as an async handler run in a worker thread, with the caller's context
+    (the tool environment is a context variable)."""
+
+    @functools.wraps(fn)
+    async def handler(**kwargs: Any) -> Any:
+        ctx = contextvars.copy_context()
+        return await trio.to_thread.run_sync(functools.partial(ctx.run, fn, **kwargs))
+
+    return handler
 
 
 def _guarded(fn: Any) -> Any:
@@ -42,10 +70,13 @@ def _guarded(fn: Any) -> Any:
 def read(path: str, offset: int = 0) -> dict[str, Any]:
     """``{"path", "content", "offset", "truncated"}``: up to :data:`MAX_READ` characters from ``offset``."""
     guard = require_guard(require_env())
-    text = guard.read_text(path)
     offset = max(0, int(offset))
+    limit = min(MAX_READ_BYTES, (offset + MAX_READ) * 4 + 4)  # UTF-8: at most 4 bytes a character
+    data = guard.read_bytes(path, limit=limit)
+    cut = len(data) >= limit
+    text = codecs.getincrementaldecoder("utf-8")().decode(data, final=not cut)
     chunk = text[offset : offset + MAX_READ]
-    return {"path": str(guard.resolve(path)), "content": chunk, "offset": offset, "truncated": offset + len(chunk) < len(text)}
+    return {"path": str(guard.resolve(path)), "content": chunk, "offset": offset, "truncated": cut or offset + len(chunk) < len(text)}
 
 
 @_guarded
@@ -63,7 +94,10 @@ def edit(path: str, old: str, new: str, replace_all: bool = False) -> dict[str, 
     guard = require_guard(require_env())
     if not old:
         raise ToolError("old must not be empty")
-    text = guard.read_text(path)
+    data = guard.read_bytes(path, limit=MAX_READ_BYTES + 1)
+    if len(data) > MAX_READ_BYTES:
+        raise ToolError(f"{path} is larger than {MAX_READ_BYTES} bytes; files.edit does not change files that large")
+    text = data.decode("utf-8")
     count = text.count(old)
     if count == 0:
         raise ToolError(f"the text to replace was not found in {path}")
@@ -92,12 +126,23 @@ def tools() -> list[Tool]:
     """The four file tools."""
     path = {"type": "string", "description": "file path, relative to the project folder or absolute"}
     return [
-        Tool("files.read", "Read a text file in the user's projects.", read,
-             _obj({"path": path, "offset": {"type": "integer", "minimum": 0, "description": "character offset"}}, ["path"])),
-        Tool("files.write", "Create or overwrite a text file in the user's projects.", write,
-             _obj({"path": path, "content": {"type": "string"}}, ["path", "content"])),
-        Tool("files.edit", "Replace an exact piece of text in a file (it must occur once unless replace_all).", edit,
-             _obj({"path": path, "old": {"type": "string"}, "new": {"type": "string"}, "replace_all": {"type": "boolean"}},
-                  ["path", "old", "new"])),
-        Tool("files.list", "List a folder in the user's projects.", listdir, _obj({"path": path}, [])),
+        Tool(
+            "files.read",
+            "Read a text file in the user's projects.",
+            _off_loop(read),
+            _obj({"path": path, "offset": {"type": "integer", "minimum": 0, "description": "character offset"}}, ["path"]),
+        ),
+        Tool(
+            "files.write",
+            "Create or overwrite a text file in the user's projects.",
+            _off_loop(write),
+            _obj({"path": path, "content": {"type": "string"}}, ["path", "content"]),
+        ),
+        Tool(
+            "files.edit",
+            "Replace an exact piece of text in a file (it must occur once unless replace_all).",
+            _off_loop(edit),
+            _obj({"path": path, "old": {"type": "string"}, "new": {"type": "string"}, "replace_all": {"type": "boolean"}}, ["path", "old", "new"]),
+        ),
+        Tool("files.list", "List a folder in the user's projects.", _off_loop(listdir), _obj({"path": path}, [])),
     ]

@@ -10,6 +10,7 @@ import subprocess
 from typing import Any
 
 import trio
+
 from elowen_sdk import PathGuardError, Tool
 
 from .env import ToolError, require_env, require_guard
@@ -43,8 +44,15 @@ async def run_command(command: str, cwd: str, *, timeout: float, max_output: int
     async with trio.open_nursery() as nursery:
         proc = await nursery.start(
             lambda task_status=trio.TASK_STATUS_IGNORED: trio.run_process(
-                ["/bin/sh", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, check=False, start_new_session=True, deliver_cancel=_kill_group,
+                ["/bin/sh", "-c", command],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                check=False,
+                start_new_session=True,
+                deliver_cancel=_kill_group,
                 task_status=task_status,
             )
         )

@@ -40,11 +40,13 @@ from typing import Any
 import httpx
 import trio
 
+from elowen_sdk import ElowenError
+
 from .checks import config_problem, host_of
 
 __all__ = ["NOTICE_TIMEOUT", "RESTART_TEXT", "RETRY_AFTER", "Inbound", "QueueFull", "WebhookAdapter", "sign"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("elowen.plugin.webhook")
 
 RESTART_TEXT = "Elowen restarted this chat; please send your message again."
 """The reply a sender gets for messages dropped because the platform stopped."""
@@ -63,7 +65,7 @@ class Inbound:
     id: str
 
 
-class QueueFull(Exception):
+class QueueFull(ElowenError):
     """``queue_size`` messages are accepted and not finished yet; ``retry_after`` is a hint in
     seconds."""
 
@@ -196,8 +198,12 @@ class WebhookAdapter:
         if not dropped:
             return
         count = sum(len(msgs) for msgs in dropped.values())
-        self.log.warning("webhook platform stopped: dropped %d unfinished message(s) (%d in progress) of %d sender(s); "
-                         "asking them to send again", count, in_progress, len(dropped))
+        self.log.warning(
+            "webhook platform stopped: dropped %d unfinished message(s) (%d in progress) of %d sender(s); asking them to send again",
+            count,
+            in_progress,
+            len(dropped),
+        )
         if self.problem is not None:
             return
         with trio.move_on_after(NOTICE_TIMEOUT), _quiet_httpx(self.callback_url):
@@ -239,8 +245,7 @@ class WebhookAdapter:
         return True
 
     def _body(self, message: Inbound, text: str) -> tuple[bytes, dict[str, str]]:
-        body = json.dumps({"platform": self.platform, "user": message.user, "text": text, "reply_to": message.id},
-                          ensure_ascii=False).encode("utf-8")
+        body = json.dumps({"platform": self.platform, "user": message.user, "text": text, "reply_to": message.id}, ensure_ascii=False).encode("utf-8")
         return body, {"Content-Type": "application/json", "X-Elowen-Signature": sign(self.secret, body)}
 
     async def _post(self, client: httpx.AsyncClient, message: Inbound, text: str) -> str | None:

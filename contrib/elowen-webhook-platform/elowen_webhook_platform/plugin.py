@@ -29,6 +29,7 @@ import uuid
 from typing import Any
 
 import trio
+
 from elowen_sdk import HTTPError, Platform, Request, Response, Route, hookimpl
 
 from .adapter import Inbound, QueueFull, WebhookAdapter
@@ -70,7 +71,7 @@ def register_routes(ctx: Any, register: Any) -> None:
     """``POST /inbound`` (mounted at ``/plugins/webhook/inbound``)."""
     bad_secrets = RateLog(60.0)
 
-    def inbound(request: Request) -> Response:
+    async def inbound(request: Request) -> Response:  # async: it feeds a trio channel
         body = request.json if isinstance(request.json, dict) else {}
         problem = config_problem(ctx.config)
         if problem is not None:

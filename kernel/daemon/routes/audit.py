@@ -17,8 +17,9 @@ api = Api("audit")
 _FILTERS = ("actor", "action", "outcome")
 
 
-@api.route("GET", "/audit", summary="Audit records, newest first (filter by actor, action, outcome)", auth="admin",
-           query=AuditQuery, response=list_of(AuditOut))
+@api.route(
+    "GET", "/audit", summary="Audit records, newest first (filter by actor, action, outcome)", auth="admin", query=AuditQuery, response=list_of(AuditOut)
+)
 async def list_audit(query: AuditQuery) -> dict[str, Any]:
     """Raises :class:`Unprocessable` (422) for a query parameter other than ``limit``,
     ``cursor``, ``actor``, ``action``, ``outcome`` (a misspelt filter must not return every row)."""

@@ -23,17 +23,20 @@ async def list_projects(me: Principal, query: Page) -> dict[str, Any]:
     return paginate(rows, query.limit)
 
 
-@api.route("POST", "/projects", summary="Create a project for an existing folder", auth="admin", body=ProjectCreate,
-           response=ProjectOut, status=201, errors=(409,))
+@api.route(
+    "POST", "/projects", summary="Create a project for an existing folder", auth="admin", body=ProjectCreate, response=ProjectOut, status=201, errors=(409,)
+)
 async def create_project(me: Principal, body: ProjectCreate) -> dict[str, Any]:
     state = current()
+    store = state.kernel.store
     try:
-        project = state.projects.create(body.name, body.path)
+        with store.transaction():  # the project, its event and its audit row commit together
+            project = state.projects.create(body.name, body.path)
+            store.audit(me.actor, "project.create", f"project:{project['id']}", "ok", {"path": project["path"]})
     except ProjectExists as exc:
         raise Conflict(str(exc)) from None
     except ProjectError as exc:
         raise Unprocessable(str(exc), code="invalid_path") from None
-    state.kernel.store.audit(me.actor, "project.create", f"project:{project['id']}", "ok", {"path": project["path"]})
     return project
 
 
@@ -46,8 +49,15 @@ async def get_project(me: Principal, project_id: int) -> dict[str, Any]:
     return project
 
 
-@api.route("DELETE", "/projects/<id:project_id>", summary="Delete a project and its tasks (force: even unfinished ones)",
-           auth="admin", query=ProjectDeleteQuery, response=ProjectDeleted, errors=(404, 409))
+@api.route(
+    "DELETE",
+    "/projects/<id:project_id>",
+    summary="Delete a project and its tasks (force: even unfinished ones)",
+    auth="admin",
+    query=ProjectDeleteQuery,
+    response=ProjectDeleted,
+    errors=(404, 409),
+)
 async def delete_project(me: Principal, project_id: int, query: ProjectDeleteQuery) -> dict[str, Any]:
     state = current()
 
@@ -57,13 +67,17 @@ async def delete_project(me: Principal, project_id: int, query: ProjectDeleteQue
         except TaskNotFound:
             pass  # deleted meanwhile
 
+    store = state.kernel.store
     try:
-        result = state.projects.delete(project_id, force=query.force, delete_task=delete_task)
+        # one transaction: the tasks, the project, their events and the audit row go together
+        # or not at all (the events fan out after the commit)
+        with store.transaction():
+            result = state.projects.delete(project_id, force=query.force, delete_task=delete_task)
+            store.audit(me.actor, "project.delete", f"project:{project_id}", "ok", {"force": query.force, "tasks_deleted": result["tasks_deleted"]})
     except ProjectNotFound as exc:
         raise NotFound(str(exc)) from None
     except ProjectBusy as exc:
         raise Conflict(str(exc), code="project_busy") from None
-    state.access.invalidate()
-    state.kernel.store.audit(me.actor, "project.delete", f"project:{project_id}", "ok",
-                             {"force": query.force, "tasks_deleted": result["tasks_deleted"]})
+    finally:
+        state.access.invalidate()
     return result

@@ -8,6 +8,7 @@ from typing import Any
 
 from elowen.core.events import EventBus
 from elowen.core.store import Store, utc_iso
+from elowen_sdk import ElowenError
 
 __all__ = [
     "OPEN_STATES",
@@ -24,7 +25,7 @@ __all__ = [
 OPEN_STATES = ("open", "in_progress", "blocked")
 
 
-class ProjectError(ValueError):
+class ProjectError(ElowenError, ValueError):
     """The project's path is not an existing folder, or a folder Elowen refuses."""
 
 
@@ -32,11 +33,11 @@ class ProjectExists(ProjectError):
     """The name or folder is already a project."""
 
 
-class ProjectNotFound(LookupError):
+class ProjectNotFound(ElowenError, LookupError):
     """No such project."""
 
 
-class ProjectBusy(Exception):
+class ProjectBusy(ElowenError):
     """The project still has open, in-progress or blocked tasks."""
 
 
@@ -57,9 +58,7 @@ def check_folder_allowed(folder: Path, home: Path | None) -> None:
     if user_home is not None and folder == user_home:
         raise ProjectError(f"project path {str(folder)!r} is your home folder; choose the project's own folder")
     if home is not None and (folder == home or home in folder.parents or folder in home.parents):
-        raise ProjectError(
-            f"project path {str(folder)!r} holds or is inside Elowen's home ({home}); choose the project's own folder"
-        )
+        raise ProjectError(f"project path {str(folder)!r} holds or is inside Elowen's home ({home}); choose the project's own folder")
 
 
 def resolve_folder(path: str) -> Path:
@@ -104,9 +103,7 @@ class ProjectService:
             where.append(f"id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         params.append(limit)
-        return self.store.query(
-            f"SELECT id, name, path, created_at FROM projects WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", params
-        )
+        return self.store.query(f"SELECT id, name, path, created_at FROM projects WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", params)
 
     def create(self, name: str, path: str) -> dict[str, Any]:
         """Create a project for an existing folder (stored resolved).
@@ -124,9 +121,7 @@ class ProjectService:
             if clash is not None:
                 what = "name" if clash["name"] == name else "folder"
                 raise ProjectExists(f"a project with that {what} already exists ({clash['name']}: {clash['path']})")
-            project_id = self.store.execute(
-                "INSERT INTO projects (name, path, created_at) VALUES (?, ?, ?)", (name, folder, utc_iso())
-            )
+            project_id = self.store.execute("INSERT INTO projects (name, path, created_at) VALUES (?, ?, ?)", (name, folder, utc_iso()))
         project = self.get(project_id)
         assert project is not None
         self.events.publish("project.created", {"id": project_id, "project": project}, project_id)
@@ -135,9 +130,7 @@ class ProjectService:
     def open_tasks(self, project_id: int) -> int:
         """How many of the project's tasks are open, in progress or blocked."""
         marks = ",".join("?" * len(OPEN_STATES))
-        row = self.store.query_one(
-            f"SELECT count(*) AS n FROM tasks WHERE project_id = ? AND state IN ({marks})", (project_id, *OPEN_STATES)
-        )
+        row = self.store.query_one(f"SELECT count(*) AS n FROM tasks WHERE project_id = ? AND state IN ({marks})", (project_id, *OPEN_STATES))
         return int(row["n"]) if row else 0
 
     def task_ids(self, project_id: int) -> list[int]:
@@ -164,10 +157,7 @@ class ProjectService:
             raise ProjectNotFound(f"project {project_id} not found")
         busy = self.open_tasks(project_id)
         if busy and not force:
-            raise ProjectBusy(
-                f"project {project_id} has {busy} open, in-progress or blocked task(s); close or cancel them, "
-                "or delete anyway with force"
-            )
+            raise ProjectBusy(f"project {project_id} has {busy} open, in-progress or blocked task(s); close or cancel them, or delete anyway with force")
         ids = self.task_ids(project_id)
         for task_id in ids:
             delete_task(task_id)

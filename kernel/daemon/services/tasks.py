@@ -1,8 +1,9 @@
 """Tasks: states, transitions, dependencies, labels, progress — and their events.
 
 The service is the one place that changes tasks; the REST routes call it after checking who
-may act, and plugins reach it as the kernel service ``"tasks"``
-(``ctx.service("tasks")``, capability ``service:tasks``).
+may act, and plugins reach it as the kernel service ``"tasks"`` (``ctx.service(TasksService)``, capability
+``service:tasks``; contract :class:`elowen_sdk.services.TasksService`). The errors are the
+SDK's (:mod:`elowen_sdk.errors`), re-exported here.
 
 States and allowed transitions (``PATCH state`` or the dedicated calls)::
 
@@ -29,12 +30,10 @@ import json
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from elowen_sdk import ElowenError
-
 from elowen.core.events import EventBus
 from elowen.core.store import Store, utc_iso
-
-from ..execspec import ExecSpecError, ResolvedExec
+from elowen_sdk.errors import TaskConflict, TaskError, TaskNotFound
+from elowen_sdk.services.executors import ExecError, ExecutorsUnavailable, ResolvedExec
 
 __all__ = [
     "STATES",
@@ -61,30 +60,20 @@ _COLUMNS = (
 )
 
 
-class TaskError(ElowenError):
-    """Base of task errors."""
-
-
-class TaskNotFound(TaskError, LookupError):
-    """No such task (or referenced project/parent/dependency)."""
-
-
-class TaskConflict(TaskError):
-    """The change conflicts with the task's state or graph (a transition not allowed, a
-    dependency cycle)."""
-
-
 Resolver = Callable[[str | None], ResolvedExec]
 
 
 class TaskService:
-    """Create, read, change and delete tasks.
+    """Create, read, change and delete tasks (implements
+    :class:`elowen_sdk.services.TasksService`).
 
     Args:
         store: the kernel store.
         events: the event bus.
-        resolve_exec: ``spec -> ResolvedExec`` (raises ``ExecSpecError``); it also fills
-            ``exec_resolved`` in task records (``None`` when the spec no longer resolves).
+        resolve_exec: ``spec -> ResolvedExec`` (raises ``ExecError``; the daemon asks the
+            ``executors`` service, :func:`elowen.daemon.state.executors_of`); it also fills
+            ``exec_resolved`` in task records (``None`` when the spec does not resolve now, and
+            ``exec_error`` ``{"code", "message"}`` then says why the task waits).
     """
 
     def __init__(self, store: Store, events: EventBus, resolve_exec: Resolver) -> None:
@@ -106,10 +95,41 @@ class TaskService:
         return rows[0]
 
     def exists(self, task_id: int) -> dict[str, Any] | None:
-        """``{"id", "project_id", "state"}`` of a task, or ``None``."""
-        return self.store.query_one("SELECT id, project_id, state FROM tasks WHERE id = ?", (task_id,))
+        """``{"id", "project_id", "state", "owner_id"}`` of a task, or ``None``."""
+        return self.store.query_one("SELECT id, project_id, state, owner_id FROM tasks WHERE id = ?", (task_id,))
 
-    def list(
+    def count(self, task_ids: Iterable[int], *, state: str | None = None) -> int:
+        """How many of ``task_ids`` exist (in ``state`` when given). Raises ``ValueError``: an
+        unknown state."""
+        if state is not None and state not in STATES:
+            raise ValueError(f"unknown state {state!r}")
+        ids = sorted({int(t) for t in task_ids})
+        total = 0
+        for start in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[start : start + 500]
+            sql = f"SELECT COUNT(*) AS n FROM tasks WHERE id IN ({', '.join('?' * len(chunk))})"
+            params: list[Any] = list(chunk)
+            if state is not None:
+                sql += " AND state = ?"
+                params.append(state)
+            row = self.store.query_one(sql, params)
+            total += int(row["n"]) if row else 0
+        return total
+
+    def project(self, project_id: int) -> dict[str, Any] | None:
+        """``{"id", "name", "path"}`` of a project, or ``None``."""
+        return self.store.query_one("SELECT id, name, path FROM projects WHERE id = ?", (project_id,))
+
+    def projects(self) -> list[dict[str, Any]]:
+        """Every project ``{"id", "name", "path"}``, by id."""
+        return self.store.query("SELECT id, name, path FROM projects ORDER BY id")
+
+    def project_path(self, task_id: int) -> str | None:
+        """The folder of the task's project, or ``None`` (no such task)."""
+        row = self.store.query_one("SELECT p.path FROM tasks t JOIN projects p ON p.id = t.project_id WHERE t.id = ?", (task_id,))
+        return str(row["path"]) if row else None
+
+    def list_tasks(
         self,
         *,
         state: str | None = None,
@@ -118,16 +138,23 @@ class TaskService:
         visible_projects: Collection[int] | None = None,
         after: int | None = None,
         limit: int = 50,
+        descending: bool = False,
+        **filters: Any,
     ) -> list[dict[str, Any]]:
-        """Tasks by ascending id, after id ``after``, at most ``limit``.
+        """Tasks by ascending id after id ``after`` (``descending``: newest first, ids below
+        ``after``), at most ``limit``.
 
         ``state`` may also be ``"ready"``. ``visible_projects``: only tasks of these projects
-        (``None``: all).
+        (``None``: all). ``filters``: ``priority``, ``owner_id``, ``mission`` (label
+        ``mission:<id>``), ``q`` (text in title or description) — see :meth:`counts`.
         """
         where, params = ["1 = 1"], []
+        if not self._filter(where, params, filters):
+            return []
         if state == "ready":
-            where.append("state = 'open' AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks x ON x.id = d.dep_id "
-                         "WHERE d.task_id = tasks.id AND x.state <> 'closed')")
+            where.append(
+                "state = 'open' AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks x ON x.id = d.dep_id WHERE d.task_id = tasks.id AND x.state <> 'closed')"
+            )
         elif state is not None:
             where.append("state = ?")
             params.append(state)
@@ -144,14 +171,66 @@ class TaskService:
             where.append(f"project_id IN ({','.join('?' * len(ids))})")
             params.extend(ids)
         if after is not None:
-            where.append("id > ?")
+            where.append("id < ?" if descending else "id > ?")
             params.append(after)
         params.append(limit)
-        return self._fetch(f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY id LIMIT ?", params)
+        order = "DESC" if descending else "ASC"
+        return self._fetch(f"SELECT {_COLUMNS} FROM tasks WHERE {' AND '.join(where)} ORDER BY id {order} LIMIT ?", params)
+
+    @staticmethod
+    def _filter(where: list[str], params: list[Any], filters: Mapping[str, Any]) -> bool:
+        """Add the optional filters to a query; ``False`` when one can match nothing."""
+        unknown = set(filters) - {"priority", "owner_id", "mission", "q"}
+        if unknown:
+            raise TypeError(f"unknown task filters: {sorted(unknown)}")
+        if filters.get("priority") is not None:
+            where.append("priority = ?")
+            params.append(int(filters["priority"]))
+        if filters.get("owner_id") is not None:
+            where.append("owner_id = ?")
+            params.append(int(filters["owner_id"]))
+        if filters.get("mission") is not None:
+            where.append("EXISTS (SELECT 1 FROM task_labels l WHERE l.task_id = tasks.id AND l.label = ?)")
+            params.append(f"mission:{int(filters['mission'])}")
+        if filters.get("q"):
+            text = str(filters["q"]).lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            where.append("(lower(title) LIKE ? ESCAPE '\\' OR lower(description) LIKE ? ESCAPE '\\')")
+            params.extend([f"%{text}%", f"%{text}%"])
+        return True
+
+    def counts(
+        self,
+        *,
+        project_id: int | None = None,
+        label: str | None = None,
+        visible_projects: Collection[int] | None = None,
+        **filters: Any,
+    ) -> dict[str, int]:
+        """How many tasks are in each state (every state present, 0 included), with the same
+        filters as :meth:`list_tasks` (``priority``, ``owner_id``, ``mission``, ``q``). One
+        ``GROUP BY`` query over the ``tasks_state`` index."""
+        out = dict.fromkeys(STATES, 0)
+        where, params = ["1 = 1"], []
+        self._filter(where, params, filters)
+        if project_id is not None:
+            where.append("project_id = ?")
+            params.append(project_id)
+        if label is not None:
+            where.append("EXISTS (SELECT 1 FROM task_labels l WHERE l.task_id = tasks.id AND l.label = ?)")
+            params.append(label)
+        if visible_projects is not None:
+            ids = sorted(int(p) for p in visible_projects)
+            if not ids:
+                return out
+            where.append(f"project_id IN ({','.join('?' * len(ids))})")
+            params.extend(ids)
+        for row in self.store.query(f"SELECT state, COUNT(*) AS n FROM tasks WHERE {' AND '.join(where)} GROUP BY state", params):
+            out[str(row["state"])] = int(row["n"])
+        return out
 
     def ready(self, *, limit: int = 500) -> list[dict[str, Any]]:
         """Ready tasks (open, every dependency closed), highest priority (0) first, then oldest."""
-        tasks = self.list(state="ready", limit=100_000)
+        tasks = self.list_tasks(state="ready", limit=100_000)
         tasks.sort(key=lambda t: (t["priority"], t["id"]))
         return tasks[:limit]
 
@@ -163,6 +242,14 @@ class TaskService:
         )
         return rows[::-1]
 
+    def _check_exec(self, spec: str) -> None:
+        """Refuse a spec that does not resolve, unless no registry runs (the agents plugin is
+        off): then the task is kept and waits (its ``exec_error`` says why)."""
+        try:
+            self.resolve_exec(spec)
+        except ExecutorsUnavailable:
+            pass
+
     def _fetch(self, sql: str, params: Sequence[Any] | tuple[Any, ...]) -> list[dict[str, Any]]:
         rows = self.store.query(sql, params)
         if not rows:
@@ -172,8 +259,7 @@ class TaskService:
         deps: dict[int, list[int]] = {i: [] for i in ids}
         blocked: set[int] = set()
         for d in self.store.query(
-            f"SELECT d.task_id, d.dep_id, x.state FROM task_deps d JOIN tasks x ON x.id = d.dep_id "
-            f"WHERE d.task_id IN ({marks}) ORDER BY d.dep_id",
+            f"SELECT d.task_id, d.dep_id, x.state FROM task_deps d JOIN tasks x ON x.id = d.dep_id WHERE d.task_id IN ({marks}) ORDER BY d.dep_id",
             ids,
         ):
             deps[d["task_id"]].append(d["dep_id"])
@@ -190,8 +276,10 @@ class TaskService:
             try:
                 resolved = self.resolve_exec(r["exec"])
                 r["exec_resolved"] = {"provider": resolved.provider, "model": resolved.model}
-            except ExecSpecError:
+                r["exec_error"] = None
+            except ExecError as exc:  # malformed, or its executor is not available now: it waits
                 r["exec_resolved"] = None
+                r["exec_error"] = {"code": exc.code, "message": exc.message}
         return rows
 
     # ------------------------------------------------------------------ writing
@@ -213,7 +301,8 @@ class TaskService:
 
         Raises:
             TaskNotFound: the project, the parent or a dependency does not exist.
-            ExecSpecError: ``exec`` is not a valid spec.
+            ExecError: ``exec`` does not resolve to an available executor (not raised while
+                no registry runs: the task is kept).
             ValueError: priority outside 0–4 or an empty title.
         """
         if not title.strip():
@@ -221,7 +310,7 @@ class TaskService:
         if not 0 <= priority <= 4:
             raise ValueError("priority must be 0..4")
         if exec is not None:
-            self.resolve_exec(exec)
+            self._check_exec(exec)
         deps = sorted(set(deps))
         now = utc_iso()
         with self.store.transaction():
@@ -251,14 +340,15 @@ class TaskService:
         Raises:
             TaskNotFound: no such task or dependency.
             TaskConflict: a transition not allowed, or a dependency cycle.
-            ExecSpecError: invalid ``exec``.
+            ExecError: ``exec`` does not resolve to an available executor (not raised while
+                no registry runs: the task is kept).
             ValueError: an unknown field or a bad value.
         """
         unknown = set(changes) - EDITABLE
         if unknown:
             raise ValueError(f"cannot change {', '.join(sorted(unknown))}")
         if changes.get("exec") is not None:
-            self.resolve_exec(changes["exec"])
+            self._check_exec(changes["exec"])
         if "priority" in changes and not 0 <= int(changes["priority"]) <= 4:
             raise ValueError("priority must be 0..4")
         if "attempts" in changes and int(changes["attempts"]) < 0:
@@ -334,9 +424,7 @@ class TaskService:
         if current is None:
             raise TaskNotFound(f"task {task_id} not found")
         ts = utc_iso()
-        note_id = self.store.execute(
-            "INSERT INTO task_progress (task_id, author, text, ts) VALUES (?, ?, ?, ?)", (task_id, author, text, ts)
-        )
+        note_id = self.store.execute("INSERT INTO task_progress (task_id, author, text, ts) VALUES (?, ?, ?, ?)", (task_id, author, text, ts))
         note = {"id": note_id, "task_id": task_id, "author": author, "text": text, "ts": ts}
         self.events.publish("task.progress", {"id": task_id, "progress": note}, current["project_id"])
         return note
@@ -389,9 +477,7 @@ class TaskService:
     def _set_labels(self, task_id: int, labels: Iterable[str], *, replace: bool = False) -> None:
         if replace:
             self.store.execute("DELETE FROM task_labels WHERE task_id = ?", (task_id,))
-        self.store.executemany(
-            "INSERT OR IGNORE INTO task_labels (task_id, label) VALUES (?, ?)", [(task_id, lab) for lab in labels]
-        )
+        self.store.executemany("INSERT OR IGNORE INTO task_labels (task_id, label) VALUES (?, ?)", [(task_id, lab) for lab in labels])
 
     def _publish(self, kind: str, task: dict[str, Any], changed: list[str]) -> None:
         self.events.publish(kind, {"id": task["id"], "task": task, "changed": changed}, task["project_id"])

@@ -1,4 +1,7 @@
-"""Users, their passwords and project memberships (the REST routes check who may call these)."""
+"""Users, their passwords and project memberships (the REST routes check who may call these),
+and :class:`UsersHostService`, the part plugins may use (kernel service ``"users"``, contract
+:class:`elowen_sdk.services.UsersService`): agent and overseer tokens. The daemon is the one
+writer of ``users`` and ``tokens``."""
 
 from __future__ import annotations
 
@@ -10,32 +13,39 @@ import trio
 
 from elowen.core.events import EventBus
 from elowen.core.store import Store, utc_iso
+from elowen_sdk import ElowenError
+from elowen_sdk import Principal as SdkPrincipal
+from elowen_sdk.errors import UserNotFound
 
-from ..auth import Access, hash_token, issue_token, login_token_cutoff, new_token
+from ..auth import Access, create_agent_token, hash_token, issue_token, login_token_cutoff, new_token, principal_of_token, revoke_task_tokens
+from ..names import check_user_name, skeleton
 from ..passwords import hash_password, needs_rehash, verify_password
 from ..throttle import LoginThrottle
 
-__all__ = ["USER_EVENTS", "LastAdmin", "UserExists", "UserNotFound", "UserService", "WrongPassword"]
+__all__ = ["NEXT_USER_ID", "OVERSEER_NAME", "USER_EVENTS", "LastAdmin", "UserExists", "UserNotFound", "UserService", "UsersHostService", "WrongPassword"]
 
 #: The event types :meth:`UserService.announce` publishes.
 USER_EVENTS = ("user.created", "user.updated", "user.removed")
 
-_COLUMNS = "id, name, role, allowed_execs, tool_grants, created_at, password_hash IS NOT NULL AS has_password"
+_COLUMNS = "id, name, role, kind, mission_id, allowed_execs, tool_grants, created_at, password_hash IS NOT NULL AS has_password"
+
+OVERSEER_NAME = "overseer-m{mission_id}"
+"""The display name of a mission's overseer principal (a suffix ``-2``… if a person has it);
+the principal is recognised by ``kind``, never by this name."""
+NEXT_USER_ID = "(SELECT max(coalesce((SELECT max(id) FROM users), 0), coalesce((SELECT n FROM id_highwater WHERE name = 'users'), 0)) + 1)"
+"""SQL for a new user's id: above every id in use and every id ever deleted (``id_highwater``),
+so a deleted user's data (kept by plugins under their id) never passes to a newcomer."""
 
 
-class UserNotFound(LookupError):
-    """No such user (or project)."""
-
-
-class UserExists(ValueError):
+class UserExists(ElowenError, ValueError):
     """A user of that name already exists."""
 
 
-class LastAdmin(Exception):
+class LastAdmin(ElowenError):
     """The change would leave no admin."""
 
 
-class WrongPassword(Exception):
+class WrongPassword(ElowenError):
     """The current password given to change one's own password is missing or wrong.
 
     Attributes:
@@ -52,6 +62,8 @@ def _record(row: dict[str, Any], projects: list[int]) -> dict[str, Any]:
         "id": row["id"],
         "name": row["name"],
         "role": row["role"],
+        "kind": row["kind"],
+        "mission_id": row["mission_id"],
         "allowed_execs": json.loads(row["allowed_execs"]) if row["allowed_execs"] is not None else None,
         "tool_grants": json.loads(row["tool_grants"]),
         "projects": projects,
@@ -83,15 +95,13 @@ class UserService:
         out: dict[int, list[int]] = {i: [] for i in ids}
         if ids:
             marks = ",".join("?" * len(ids))
-            for r in self.store.query(
-                f"SELECT user_id, project_id FROM user_projects WHERE user_id IN ({marks}) ORDER BY project_id", list(ids)
-            ):
+            for r in self.store.query(f"SELECT user_id, project_id FROM user_projects WHERE user_id IN ({marks}) ORDER BY project_id", list(ids)):
                 out[r["user_id"]].append(r["project_id"])
         return out
 
     def get(self, user_id: int) -> dict[str, Any]:
-        """The user record ``{id, name, role, allowed_execs, tool_grants, projects, created_at,
-        has_password}``.
+        """The user record ``{id, name, role, kind, mission_id, allowed_execs, tool_grants,
+        projects, created_at, has_password}`` (``kind``: ``person`` or ``overseer``).
 
         Raises:
             UserNotFound.
@@ -107,19 +117,24 @@ class UserService:
         projects = self._projects([r["id"] for r in rows])
         return [_record(r, projects[r["id"]]) for r in rows]
 
-    def create(
-        self, name: str, role: str, *, allowed_execs: Sequence[str] | None = None, tool_grants: Sequence[str] = ()
-    ) -> tuple[dict[str, Any], str]:
+    def create(self, name: str, role: str, *, allowed_execs: Sequence[str] | None = None, tool_grants: Sequence[str] = ()) -> tuple[dict[str, Any], str]:
         """Create a user and a full token; returns ``(user, token)`` (the token is shown once).
 
         Raises:
-            UserExists: the name is taken.
+            UserExists: the name is taken, or looks like an existing user's
+                (:func:`elowen.daemon.names.skeleton`).
+            InvalidUserName: the name is refused (:func:`elowen.daemon.names.check_user_name`).
         """
+        check_user_name(name)
         with self.store.transaction():
             if self.store.query_one("SELECT 1 AS x FROM users WHERE name = ?", (name,)) is not None:
                 raise UserExists(f"a user named {name!r} already exists")
+            mine = skeleton(name)
+            for row in self.store.query("SELECT name FROM users"):
+                if skeleton(row["name"]) == mine:
+                    raise UserExists(f"{name!r} looks too much like the existing user {row['name']!r}")
             user_id = self.store.execute(
-                "INSERT INTO users (name, role, allowed_execs, tool_grants, created_at) VALUES (?, ?, ?, ?, ?)",
+                f"INSERT INTO users (id, name, role, allowed_execs, tool_grants, created_at) VALUES ({NEXT_USER_ID}, ?, ?, ?, ?, ?)",
                 (
                     name,
                     role,
@@ -199,7 +214,7 @@ class UserService:
         if stored is None:
             return
         if current is None:
-            raise WrongPassword("give your current password (\"current\") to change it", missing=True)
+            raise WrongPassword('give your current password ("current") to change it', missing=True)
         if not verify_password(current, stored):
             raise WrongPassword("the current password is wrong", missing=False)
 
@@ -305,8 +320,7 @@ class UserService:
         if type not in USER_EVENTS:
             raise ValueError(f"not a user event: {type!r}")
         user = None if type == "user.removed" else self.get(user_id)
-        data = {"id": user_id, "name": user["name"] if user is not None else name, "user": user,
-                "audience": self.audience(None if user is None else user_id)}
+        data = {"id": user_id, "name": user["name"] if user is not None else name, "user": user, "audience": self.audience(None if user is None else user_id)}
         events.publish(type, data)
 
     def add_project(self, user_id: int, project_id: int) -> dict[str, Any]:
@@ -335,3 +349,87 @@ class UserService:
         if not removed:
             raise UserNotFound(f"user {user_id} is not a member of project {project_id}")
         return self.get(user_id)
+
+
+class UsersHostService:
+    """What plugins may do with users and tokens (service ``"users"``; see
+    :class:`elowen_sdk.services.UsersService` for the contract). Synchronous, on the trio
+    thread."""
+
+    def __init__(self, users: UserService) -> None:
+        self._users = users
+        self._store = users.store
+
+    def user(self, user_id: int) -> dict[str, Any] | None:
+        """The user record (as :meth:`UserService.get`), or ``None``."""
+        try:
+            return self._users.get(user_id)
+        except UserNotFound:
+            return None
+
+    def principal(self, token_id: int) -> SdkPrincipal | None:
+        """Who token ``token_id`` is now (fresh role and projects), or ``None``: revoked,
+        expired or its user deleted (see the contract)."""
+        me = principal_of_token(self._store, int(token_id))
+        if me is None:
+            return None
+        projects = None if me.is_admin else self._users.access.fresh_projects(me.user_id)
+        return SdkPrincipal(user_id=me.user_id, name=me.name, role=me.role, scope=me.scope, task_id=me.task_id, project_ids=projects, token_id=me.token_id)
+
+    def agent_token(self, task_id: int) -> str:
+        """A new agent token bound to task ``task_id`` (acting for its owner).
+
+        Raises:
+            UserNotFound: no such task.
+        """
+        try:
+            return create_agent_token(self._store, task_id)
+        except LookupError as exc:
+            raise UserNotFound(str(exc)) from None
+
+    def revoke_task_tokens(self, task_id: int) -> int:
+        """Delete every agent token bound to ``task_id``; returns how many."""
+        return revoke_task_tokens(self._store, task_id)
+
+    def overseer_token(self, mission_id: int) -> tuple[int, str]:
+        """Create or reuse mission ``mission_id``'s overseer principal (member, no projects, no
+        tool grants, ``kind = 'overseer'``), revoke its tokens and issue a fresh full one.
+        Returns ``(user_id, token)``.
+
+        Raises:
+            ValueError: ``mission_id`` is not a positive integer.
+        """
+        if isinstance(mission_id, bool) or not isinstance(mission_id, int) or mission_id < 1:
+            raise ValueError(f"mission id must be a positive integer, not {mission_id!r}")
+        with self._store.transaction():
+            row = self._store.query_one("SELECT id FROM users WHERE kind = 'overseer' AND mission_id = ?", (mission_id,))
+            if row is None:
+                base = name = OVERSEER_NAME.format(mission_id=mission_id)
+                n = 1
+                while self._store.query_one("SELECT 1 AS x FROM users WHERE name = ?", (name,)) is not None:
+                    n += 1
+                    name = f"{base}-{n}"
+                user_id = self._store.execute(
+                    "INSERT INTO users (id, name, role, allowed_execs, tool_grants, created_at, kind, mission_id) "
+                    f"VALUES ({NEXT_USER_ID}, ?, 'member', NULL, '[]', ?, 'overseer', ?)",
+                    (name, utc_iso(), mission_id),
+                )
+                created = True
+            else:
+                user_id, created = int(row["id"]), False
+            self._store.execute("DELETE FROM tokens WHERE user_id = ?", (user_id,))
+            token = issue_token(self._store, user_id)
+        if created:
+            self._store.audit("kernel", "user.create", f"user:{user_id}", "ok", {"kind": "overseer", "mission_id": mission_id})
+        return user_id, token
+
+    def revoke_overseer(self, mission_id: int) -> None:
+        """Delete every token of mission ``mission_id``'s overseer principal (the row stays)."""
+        self._store.execute("DELETE FROM tokens WHERE user_id IN (SELECT id FROM users WHERE kind = 'overseer' AND mission_id = ?)", (mission_id,))
+
+    def overseer_mission(self, user_id: int | None) -> int | None:
+        """The mission whose overseer principal ``user_id`` is, else ``None``."""
+        if user_id is None:
+            return None
+        row = self._store.query_one("SELECT mission_id FROM users WHERE id = ? AND kind = 'overseer'", (user_id,))
+        return None if row is None else int(row["mission_id"])

@@ -12,14 +12,29 @@
   var send = document.getElementById("chat-send");
   var streaming = false;
   var opened = false;
+  var noModel = false;
 
+  // Send is enabled only when a message can go: not during a turn, not while the brain is off,
+  // and — while no model is set up ([data-no-model] in the view) — only for a /command (the
+  // brain answers those itself).
+  function sendable(text) {
+    return !input.disabled && !streaming && (!noModel || text.trim().charAt(0) === "/");
+  }
+  function update() { send.disabled = !sendable(input.value); }
   // While the brain plugin is off (the dock's view says so: [data-brain-off]) nothing can be
   // sent: the input and Send are disabled until a refresh shows the brain back.
   function setBrainOff(off) {
     input.disabled = off;
-    send.disabled = off || streaming;  // a reload during a turn must not re-enable Send
     dock.dataset.brain = off ? "off" : "on";
+    update();  // a reload during a turn must not re-enable Send
   }
+  function setNoModel(off) {
+    noModel = off;
+    dock.dataset.model = off ? "none" : "ok";
+    if (off) { input.setAttribute("aria-describedby", "chat-no-model"); } else { input.removeAttribute("aria-describedby"); }
+    update();
+  }
+  input.addEventListener("input", update);
   // When the conversation view reloads (after a turn, brain.done), it holds the finished turn:
   // the streamed copies of its user/assistant/tool lines go (command output and errors, which
   // the history does not keep, stay), and the view scrolls to its newest message.
@@ -29,12 +44,18 @@
       Array.prototype.slice.call(out.querySelectorAll(".msg.user, .msg.assistant, .msg.tool")).forEach(function (el) {
         if (!(el.classList.contains("user") && el.textContent.trim().charAt(0) === "/")) { el.remove(); }  // a command stays with its output
       });
+      // an error the brain stored (a note in the view) is shown once, from the view
+      var stored = Array.prototype.map.call(view.querySelectorAll("[data-note]"), function (el) { return el.getAttribute("data-note"); });
+      Array.prototype.slice.call(out.querySelectorAll(".msg.error")).forEach(function (el) {
+        if (stored.some(function (t) { return t.indexOf(el.textContent) !== -1; })) { el.remove(); }
+      });
     }
     view.scrollTop = view.scrollHeight;
   }
   document.addEventListener("elowen:refreshed", function (e) {
     if (e.detail && e.detail.id === "chat-view") {
       setBrainOff(!!document.querySelector("#chat-view [data-brain-off]"));
+      setNoModel(!!document.querySelector("#chat-view [data-no-model]"));
       settle();
     }
   });
@@ -127,7 +148,7 @@
 
   function submit() {
     var text = input.value.trim();
-    if (!text || streaming || input.disabled) { return; }
+    if (!text || !sendable(text)) { return; }
     input.value = "";
     line("user", text);
     streaming = true;
@@ -163,7 +184,7 @@
     }).catch(function () { line("error", "The connection broke."); })
       .then(function () {
         streaming = false;
-        send.disabled = input.disabled;
+        update();
         dock.removeAttribute("aria-busy");
         window.Elowen.refresh("chat-view");  // the stored turn replaces the streamed copy (settle)
       });

@@ -187,6 +187,25 @@
     }
   }
 
+  // ------------------------------------------------------------------ waiting times
+  // <time data-since="ISO"> shows how long ago that was ("4 min", "2 h 5 min"), the same
+  // wording as the server's "waited" filter; refreshed every 30 s.
+  function waited(iso) {
+    var t = Date.parse(iso.indexOf("Z") === -1 && iso.indexOf("+") === -1 ? iso + "Z" : iso);
+    if (isNaN(t)) { return null; }
+    var m = Math.floor((Date.now() - t) / 60000);
+    if (m < 1) { return "under a minute"; }
+    if (m < 60) { return m + " min"; }
+    if (m < 48 * 60) { return Math.floor(m / 60) + " h " + (m % 60) + " min"; }
+    return Math.floor(m / 1440) + " days";
+  }
+  setInterval(function () {
+    document.querySelectorAll("time[data-since]").forEach(function (el) {
+      var text = waited(el.getAttribute("data-since"));
+      if (text && el.textContent !== text) { el.textContent = text; }
+    });
+  }, 30000);
+
   window.Elowen = { refresh: refresh, resync: resync, csrf: csrf };
   if (loggedIn) { connect(); } else { setState("idle", "not logged in"); }
 })();

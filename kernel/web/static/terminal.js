@@ -6,22 +6,65 @@
  * sent as they are and typed into the agent's tmux pane byte for byte.
  *
  * Input is only ever offered to admins and the task's owner (data-can-type="1"); they get an
- * "Allow typing" toggle button (aria-pressed). Switching it reconnects with a new ticket of the
- * other kind, so a read-only connection can never type, whatever the page does. */
+ * "Allow typing" toggle button (aria-pressed), off when the page opens. Switching it reconnects
+ * with a new ticket of the other kind, so a read-only connection can never type, whatever the
+ * page does.
+ *
+ * Keyboard safety: Tab never lands in the terminal (xterm.js's input textarea is taken out of
+ * the tab order). The terminal box itself is one tab stop; Enter on it (or a click into it)
+ * enters the terminal, and only then do keys go to the agent (Tab included: CLIs complete with
+ * it). Esc leaves the terminal (focus back on the box); Shift+Esc sends Esc to the agent. While
+ * the terminal is not entered, a Tab is never typed into it, even by a stray focus. */
 (function () {
   "use strict";
   var box = document.getElementById("terminal");
   if (!box || !window.Terminal) { return; }
   var canType = box.dataset.canType === "1";
-  var wantInput = canType && box.dataset.input === "1";
-  var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, convertEol: true, disableStdin: true, cursorBlink: false,
+  var wantInput = false;  // "Allow typing" starts off, whatever the page says
+  // lineHeight 1.2: at 1.0 the DOM renderer's rows clip the underscore of the line above
+  // (fake_created.txt read "fake created.txt"). The font is vendored (DejaVu Sans Mono 2.37:
+  // box drawing, ❯, ⏺, ✻ … as the agent CLIs draw them).
+  var term = new window.Terminal({ cols: 200, rows: 40, fontSize: 12, lineHeight: 1.2, convertEol: true, disableStdin: true, cursorBlink: false,
+                                   fontFamily: "'Elowen Mono', 'DejaVu Sans Mono', 'Liberation Mono', monospace",
                                    scrollback: 2000, theme: { background: "#14161a" } });
   term.open(box);
+  var entered = false;  // the user deliberately entered the terminal (click, or Enter on the box)
+  function untab() { if (term.textarea) { term.textarea.setAttribute("tabindex", "-1"); } }
+  untab();
+  box.setAttribute("tabindex", "0");
+  box.dataset.entered = "0";
+  function setEntered(on) { entered = on; box.dataset.entered = on ? "1" : "0"; }
+  box.addEventListener("mousedown", function () { setEntered(true); }, true);  // before xterm.js focuses
+  box.addEventListener("keydown", function (e) {
+    if (e.target === box && e.key === "Enter") { e.preventDefault(); setEntered(true); term.focus(); }
+  });
+  if (term.textarea) {
+    term.textarea.addEventListener("blur", function () { setEntered(false); });
+    term.textarea.addEventListener("focus", function () { if (!entered) { term.blur(); box.focus(); } });
+  }
+  term.attachCustomKeyEventHandler(function (e) {
+    if (!entered) { return false; }  // never type into the agent without an explicit entry
+    if (e.key === "Escape" && !e.shiftKey) {
+      if (e.type === "keydown") { e.preventDefault(); term.blur(); box.focus(); }
+      return false;
+    }
+    if (e.key === "Tab" && !input) { return false; }  // read-only: Tab moves on through the page
+    return true;
+  });
+  if (document.fonts && document.fonts.load) {
+    // measure again once the vendored font is there (xterm.js measures the cell at open)
+    document.fonts.load("12px 'Elowen Mono'").then(function () {
+      var family = term.options.fontFamily;
+      term.options.fontFamily = "monospace";
+      term.options.fontFamily = family;
+      queueFit();
+    }, function () {});
+  }
 
   // Fit the pane's columns into the card: the font shrinks (never grows past MAX_FONT) until
   // the drawn screen is as wide as the box's content; below MIN_FONT it stays there and the
   // box scrolls sideways (overflow-x: auto in app.css). Rerun on every size change.
-  var MAX_FONT = 12, MIN_FONT = 7;
+  var MAX_FONT = 12, MIN_FONT = 11;  // below 11 px it is unreadable: the box scrolls instead
   function screenWidth() {
     var screen = box.querySelector(".xterm-screen");
     return screen ? screen.getBoundingClientRect().width : 0;
@@ -74,6 +117,7 @@
     ws = sock;
     sock.binaryType = "arraybuffer";
     var first = true;
+    var screenNext = true;  // the first frame after the hello is the whole screen
     sock.onmessage = function (m) {
       if (sock !== ws) { return; }
       if (first && typeof m.data === "string" && m.data.charAt(0) === "{") {
@@ -92,8 +136,15 @@
         show();
         return;
       }
+      var data = m.data;
+      if (screenNext && typeof data === "string" && data.slice(-1) === "\n") {
+        // the daemon's screen capture ends every line with a newline: the last one would
+        // scroll the whole screen up a row and hide the agent's top line in the scrollback
+        data = data.slice(0, -1);
+      }
       first = false;
-      term.write(typeof m.data === "string" ? m.data : new Uint8Array(m.data));
+      screenNext = false;
+      term.write(typeof data === "string" ? data : new Uint8Array(data));
     };
     sock.onclose = function () {
       if (sock !== ws) { return; }  // replaced on purpose (the toggle)
@@ -124,7 +175,7 @@
       refused = false;
       show();
       reconnect();
-      if (wantInput) { term.focus(); }
+      if (wantInput) { setEntered(true); term.focus(); }  // the click is the explicit entry
     });
   }
   window.addEventListener("pagehide", function () { closedByPage = true; if (ws) { ws.close(); } });

@@ -36,17 +36,56 @@ def _int_or_none(text: str | None) -> int | None:
     return int(text) if text and text.strip().isdigit() else None
 
 
+async def _missing_cli(spec: str) -> dict[str, Any] | None:
+    """The registry item whose CLI would run ``spec`` (``""``: the fallback) when that CLI's
+    program is not found, else ``None`` (found, not a CLI, or the registry cannot say)."""
+    from .pages import executor_of, missing_clis
+
+    reply = await api("GET", "/executors")
+    if not reply.ok or not isinstance(reply.body, dict):
+        return None
+    items = [i for i in reply.body.get("items") or [] if isinstance(i, dict)]
+    item = executor_of(spec or str(reply.body.get("fallback") or ""), items)
+    return item if item is not None and item.get("name") in missing_clis(items) else None
+
+
 @bp.post("/tasks")
 @login_required
 async def create_task() -> Any:
+    """Create a task from the board's form: ``start`` 0 creates it blocked (no agent starts
+    until it is reopened); ``mission`` adds it to that mission (label ``mission:<id>``). When
+    the executor's CLI is not found and ``confirm_missing`` is not set, nothing is created: the
+    answer warns and offers "Create anyway" and "Create without starting"."""
     form = await _form()
     body: dict[str, Any] = {"title": form.get("title", "").strip(), "project_id": _int_or_none(form.get("project_id"))}
     if form.get("description", "").strip():
         body["description"] = form["description"].strip()
-    if form.get("exec", "").strip():
-        body["exec"] = form["exec"].strip()
+    spec = form.get("exec", "").strip()
+    if spec:
+        body["exec"] = spec
+    mission = _int_or_none(form.get("mission"))
+    if mission is not None:
+        body["labels"] = [f"mission:{mission}"]
+    start = form.get("start", "1") != "0"
+    if not start:
+        body["start"] = False
+    if start and body["title"] and not form.get("confirm_missing"):
+        missing = await _missing_cli(spec)
+        if missing is not None:
+            return await render_template("partials/exec_missing.html", item=missing, spec=spec)
     reply = await api("POST", "/tasks", json=body)
-    return await _flash(reply, f"Created task #{reply.body['id']}." if reply.ok else "")
+    if not reply.ok:
+        return await _flash(reply, "")
+    return await _flash(reply, f"Created task #{reply.body['id']}." if start else f"Created task #{reply.body['id']} (not started: Reopen starts it).")
+
+
+@bp.post("/tasks/<int:task_id>/retry")
+@login_required
+async def retry_task(task_id: int) -> Any:
+    """Reopen a task on another executor (``exec``: a spec; empty: the default)."""
+    spec = (await _form()).get("exec", "").strip()
+    reply = await api("PATCH", f"/tasks/{task_id}", json={"state": "open", "exec": spec or None})
+    return await _flash(reply, f"Task #{task_id} reopened on {spec or 'the default executor'}.")
 
 
 @bp.post("/tasks/<int:task_id>/cancel")
@@ -65,10 +104,12 @@ async def reopen_task(task_id: int) -> Any:
 @bp.post("/decisions/<int:decision_id>")
 @login_required
 async def decide(decision_id: int) -> Any:
-    """Allow (approve), reject, answer (``text``) or choose (``choice``: an option number) a
-    decision: an escalated one through the overseer's
+    """Allow (approve), reject, answer (``text``) or choose (``choice``, or ``pick`` from an
+    option button: an option number) a decision: an escalated one through the overseer's
     ``POST /escalations/{id}``, a pending one through the agents' ``POST /decisions/{id}``."""
     form = await _form()
+    if form.get("pick"):  # one of the agent's own options, by its number (the card's option buttons)
+        form["action"], form["choice"] = "choice", form["pick"]
     action = form.get("action", "")
     if action not in ("approve", "reject", "answer", "choice"):
         abort(400)
@@ -82,7 +123,8 @@ async def decide(decision_id: int) -> Any:
         body["choice"] = choice
     path = f"/escalations/{decision_id}" if form.get("status") == "escalated" else f"/decisions/{decision_id}"
     reply = await api("POST", path, json=body)
-    return await _flash(reply, f"Decision #{decision_id}: {action} sent.")
+    done = f"option {body['choice']}" if action == "choice" else action
+    return await _flash(reply, f"Decision #{decision_id}: {done} sent.")
 
 
 @bp.post("/approvals/<int:approval_id>")
@@ -97,6 +139,27 @@ async def approve(approval_id: int) -> Any:
         abort(400)
     reply = await api("POST", f"/brain/approvals/{approval_id}", json=body)
     return await _flash(reply, "Answer sent.")
+
+
+@bp.post("/providers")
+@login_required
+async def add_provider() -> Any:
+    """Add a model provider (the inference plugin's ``POST /providers``, admins only) and, with
+    ``model`` filled in, make ``<name>/<model>`` the default model (``default_model`` of the
+    inference plugin's config): the chat can answer at once."""
+    form = await _form()
+    name, kind = form.get("name", "").strip(), form.get("kind", "")
+    body: dict[str, Any] = {"name": name, "kind": kind}
+    for key in ("base_url", "api_key_env"):
+        if form.get(key, "").strip():
+            body[key] = form[key].strip()
+    reply = await api("POST", "/providers", json=body)
+    model = form.get("model", "").strip()
+    if not reply.ok or not model:
+        return await _flash(reply, f"Provider {name} added.")
+    spec = f"{name}/{model}"
+    made = await api("PATCH", "/plugins/inference/config", json={"values": {"default_model": spec}})
+    return await _flash(made, f"Provider {name} added; the default model is now {spec}.")
 
 
 @bp.post("/missions/<int:mission_id>/level")
@@ -120,12 +183,25 @@ async def mission_state(mission_id: int, verb: str) -> Any:
 @bp.post("/plugins/<name>/<verb>")
 @login_required
 async def plugin_toggle(name: str, verb: str) -> str:
-    if verb not in ("enable", "disable"):
+    """Enable or disable a plugin. A disable refused because enabled plugins require it
+    (409 ``has_dependents``) is shown with a button that disables them too
+    (``disable-cascade``); the flash then names what was turned off with it."""
+    if verb not in ("enable", "disable", "disable-cascade"):
         abort(404)
-    reply = await api("POST", f"/plugins/{name}/{verb}")
+    if verb == "disable-cascade":
+        reply = await api("POST", f"/plugins/{name}/disable", json={"cascade": True})
+    else:
+        reply = await api("POST", f"/plugins/{name}/{verb}")
     ctx = await load("plugins")
-    flash = None if reply.ok else reply.error_message()
-    return await render_template("partials/plugins.html", **ctx, flash=flash)
+    flash, cascade = None, None
+    if not reply.ok:
+        flash = reply.error_message()
+        body = reply.body if isinstance(reply.body, dict) else {}
+        if reply.status == 409 and (body.get("error") or {}).get("code") == "has_dependents":
+            cascade = name
+    elif verb == "disable-cascade" and isinstance(reply.body, dict) and reply.body.get("cascaded"):
+        flash = f"Also turned off: {', '.join(reply.body['cascaded'])}."
+    return await render_template("partials/plugins.html", **ctx, flash=flash, cascade=cascade, flash_ok=reply.ok)
 
 
 def coerce_config(schema: dict[str, Any], form: dict[str, str]) -> dict[str, Any]:
@@ -284,4 +360,3 @@ async def remove_user(user_id: int) -> Any:
 async def prefs() -> Any:
     yolo = (await _form()).get("yolo") in ("on", "true", "1")
     return await _flash(await api("PATCH", "/brain/prefs", json={"yolo": yolo}), f"YOLO default {'on' if yolo else 'off'}.")
-

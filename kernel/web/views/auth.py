@@ -17,8 +17,11 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from quart import Blueprint, redirect, render_template, request
+
+from elowen_sdk import ElowenError
 
 from ..security import session_or_none, set_session_cookie
 from ..sessions import COOKIE_NAME
@@ -42,7 +45,7 @@ _SECONDS = re.compile(r"(\d+)\s*s\b")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
-class _Refused(Exception):
+class _Refused(ElowenError):
     """A login that failed: ``message`` for the page, ``status`` for the answer."""
 
     def __init__(self, message: str, status: int = 401) -> None:
@@ -51,9 +54,21 @@ class _Refused(Exception):
         self.status = status
 
 
+MAX_NEXT = 2_000
+"""Longest ``next`` path kept (characters); a longer one goes to ``/``."""
+
+
 def safe_next(target: str | None) -> str:
-    """A same-site path to go to after login (``/`` for anything else: no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """A same-site path to go to after login: it starts with one ``/`` and has no scheme,
+    host, backslash, whitespace or control character (browsers drop tabs and newlines from
+    URLs, so ``/\t/evil.example`` would become ``//evil.example``; a newline would also break
+    the ``Location`` header). ``/`` for anything else: no open redirect."""
+    if not target or len(target) > MAX_NEXT or not target.startswith("/") or target.startswith("//"):
+        return "/"
+    if "\\" in target or any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in target):
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/") or parts.path.startswith("//"):
         return "/"
     return target
 

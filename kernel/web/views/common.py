@@ -5,8 +5,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from quart import Response, redirect, request
+
+from elowen_sdk import ElowenError
 
 from ..security import session_or_none
 from ..sessions import WebSession
@@ -18,7 +21,7 @@ __all__ = ["LoggedOut", "api", "is_htmx", "login_required", "me"]
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-class LoggedOut(Exception):
+class LoggedOut(ElowenError):
     """No session, or the daemon no longer accepts its token."""
 
 
@@ -51,15 +54,16 @@ def login_required(view: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-async def api(method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None) -> Reply:
-    """Call the daemon as the logged-in user.
+async def api(method: str, path: str, *, json: Any = None, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Reply:
+    """Call the daemon as the logged-in user (``timeout``: seconds, see
+    :meth:`elowen.web.upstream.Upstream.call`).
 
     Raises:
         LoggedOut: no session, or the daemon answered 401 (token revoked): the session is dropped.
         DaemonDown: the daemon did not answer.
     """
     session = me()
-    reply = await web_state().daemon.call(session.token, method, path, json=json, params=params)
+    reply = await web_state().daemon.call(session.token, method, path, json=json, params=params, timeout=timeout)
     if reply.status == 401:
         web_state().sessions.drop(session.id)
         raise LoggedOut()
@@ -72,4 +76,4 @@ def to_login() -> Response:
         resp = Response('{"error": {"code": "unauthorized", "message": "log in first"}}', status=401, mimetype="application/json")
         resp.headers["HX-Redirect"] = "/login"
         return resp
-    return redirect(f"/login?next={request.full_path.rstrip('?')}")  # type: ignore[return-value]
+    return redirect("/login?" + urlencode({"next": request.full_path.rstrip("?")}))  # type: ignore[return-value]

@@ -97,8 +97,7 @@ async def events() -> Response:
     params = {k: request.args[k] for k in _PASS_PARAMS if request.args.get(k)}
     window = state.config.stream_window
     client = state.daemon.client
-    upstream = client.build_request("GET", "/events", params=params, headers=headers,
-                                     timeout=httpx.Timeout(5.0, read=window))
+    upstream = client.build_request("GET", "/events", params=params, headers=headers, timeout=httpx.Timeout(5.0, read=window))
     try:
         resp = await client.send(upstream, stream=True)
     except httpx.HTTPError as exc:
@@ -137,8 +136,7 @@ async def events() -> Response:
             with trio.CancelScope(shield=True):
                 await resp.aclose()
 
-    response = Response(relay(), status=200, mimetype="text/event-stream",
-                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    response = Response(relay(), status=200, mimetype="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     response.timeout = None  # Quart cuts streamed responses after RESPONSE_TIMEOUT otherwise
     return response
 
@@ -154,10 +152,17 @@ async def chat_view() -> str:
     reply = await api("GET", "/brain/active")
     none_yet = reply.status == 404 and isinstance(reply.body, dict) and (reply.body.get("error") or {}).get("code") == "no_active_conversation"
     view = reply.body if reply.ok else {"conversation": {"id": ""}, "messages": []} if none_yet else None
+    if none_yet and view is not None:  # no conversation yet: the model a first turn would use
+        model = await api("GET", "/brain/model")
+        view["model"] = model.body if model.ok else None
     approvals = await api("GET", "/brain/approvals") if view is not None else None
     return await render_template(
-        "partials/chat.html", chat_missing=view is None, brain_off=reply.missing and not none_yet, view=view,
-        approvals=approvals.items() if approvals else [], brain_off_text=BRAIN_OFF,
+        "partials/chat.html",
+        chat_missing=view is None,
+        brain_off=reply.missing and not none_yet,
+        view=view,
+        approvals=approvals.items() if approvals else [],
+        brain_off_text=BRAIN_OFF,
     )
 
 
@@ -171,9 +176,9 @@ async def chat_turn() -> Response:
     if not isinstance(text, str) or not text.strip():
         return Response('{"error": {"code": "validation_error", "message": "type a message"}}', status=422, mimetype="application/json")
     client = web_state().daemon.client
-    upstream = client.build_request("POST", "/brain/turn", json={"text": text},
-                                     headers={"Authorization": f"Bearer {me().token}"},
-                                     timeout=httpx.Timeout(10.0, read=None))
+    upstream = client.build_request(
+        "POST", "/brain/turn", json={"text": text}, headers={"Authorization": f"Bearer {me().token}"}, timeout=httpx.Timeout(10.0, read=None)
+    )
     try:
         resp = await client.send(upstream, stream=True)
     except httpx.HTTPError:

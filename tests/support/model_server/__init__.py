@@ -1,11 +1,11 @@
-"""A scripted model server for tests: real HTTP on 127.0.0.1, three streaming wire protocols.
+"""A scripted model server for tests: real HTTP on 127.0.0.1, four streaming wire protocols.
 
 The real coding-agent CLIs (and Elowen's inference relay) are pointed at this server instead of a
 model provider. Each test decides what the "model" answers by giving the server a *script*: a
 callable ``(ParsedRequest) -> Reply``. Every request is recorded for assertions.
 
 Wire protocols spoken (shapes as the CLIs pinned in ``scripts/install-test-deps`` consume them:
-Claude Code 2.1.197, Codex 0.171.0, OpenCode 1.18.33, Kilo 7.7.7):
+Claude Code 2.1.197, Codex 0.171.0, OpenCode 1.18.33, Kilo 7.7.7, Gemini CLI 0.61.0):
 
 * Anthropic Messages — ``POST …/v1/messages`` (Claude Code adds ``?beta=true``). Streaming SSE:
   ``message_start``, ``content_block_start``, ``content_block_delta`` (``text_delta``,
@@ -22,6 +22,11 @@ Claude Code 2.1.197, Codex 0.171.0, OpenCode 1.18.33, Kilo 7.7.7):
   ``tool_calls``), a usage chunk when ``stream_options.include_usage`` is set, then
   ``data: [DONE]``. Non-streaming: one ``chat.completion`` object. ``response_format`` (json_schema)
   is exposed to the script as :attr:`ParsedRequest.json_schema`.
+* Gemini API — ``POST …/v1beta/models/<model>:streamGenerateContent?alt=sse`` (bare ``data:``
+  frames of ``GenerateContentResponse`` with ``candidates[0].content.parts`` holding ``text`` or
+  ``functionCall``; the last with ``finishReason: "STOP"``), ``…:generateContent`` (one object;
+  ``generationConfig.responseJsonSchema`` / ``responseSchema`` is the ``json_schema``),
+  ``…:countTokens`` (``{"totalTokens": N}``). See ``_gemini.py``.
 
 Any other path answers 404 and is still recorded (``api == "other"``).
 

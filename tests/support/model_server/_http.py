@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ._gemini import count_tokens, gemini_method
 from ._parse import parse_request
 from ._render import STREAMERS, Event, error_body, full_body, new_id, tokens
 from ._script import DefaultScript
@@ -69,6 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
         if request.api == "other":
             if self.command == "POST" and request.path.endswith("/messages/count_tokens"):
                 self._send_json(200, {"input_tokens": tokens(body)})
+            elif self.command == "POST" and (gemini_method(request.path) or ("", ""))[1] == "countTokens":
+                self._send_json(200, count_tokens(body))
             else:
                 self._send_json(404, error_body("chat", 404, f"no route {request.path}"))
             return
@@ -197,9 +200,7 @@ class ModelServer:
             self._requests.append(request)
             self._cond.notify_all()
 
-    def wait_for(
-        self, predicate: Callable[[ParsedRequest], Any], timeout: float = 60.0
-    ) -> ParsedRequest:
+    def wait_for(self, predicate: Callable[[ParsedRequest], Any], timeout: float = 60.0) -> ParsedRequest:
         """Block until a recorded request satisfies ``predicate``; return the first that does.
 
         Raises ``TimeoutError`` after ``timeout`` seconds (blocking: from trio code call it via
@@ -213,8 +214,5 @@ class ModelServer:
                         return request
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise TimeoutError(
-                        f"no matching request within {timeout} s; got "
-                        f"{[(r.api, r.path, r.prompt[:40]) for r in self._requests]}"
-                    )
+                    raise TimeoutError(f"no matching request within {timeout} s; got {[(r.api, r.path, r.prompt[:40]) for r in self._requests]}")
                 self._cond.wait(remaining)

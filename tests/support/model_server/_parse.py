@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._gemini import gemini_method, parse_gemini
 from ._types import Api, ParsedRequest, ToolResult
 
 _INJECTED = re.compile(r"^\s*<([A-Za-z_][\w-]*)[^>]*>.*</\1>\s*$", re.DOTALL)
@@ -86,9 +87,7 @@ def _parse_responses(body: Mapping[str, Any], turns: _Turns) -> tuple[tuple[str,
             for part in parts:
                 turns.user_text(part.get("text", ""))
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            turns.tool_result(
-                ToolResult(call_id=item.get("call_id", ""), output=_text_of(item.get("output", "")))
-            )
+            turns.tool_result(ToolResult(call_id=item.get("call_id", ""), output=_text_of(item.get("output", ""))))
     tools = tuple(t.get("name") or t.get("type", "") for t in body.get("tools") or [])
     fmt = (body.get("text") or {}).get("format")
     return tools, fmt
@@ -110,9 +109,7 @@ def _parse_chat(body: Mapping[str, Any], turns: _Turns) -> tuple[tuple[str, ...]
                     output=_text_of(message.get("content", "")),
                 )
             )
-    tools = tuple(
-        (t.get("function") or {}).get("name") or t.get("name", "") for t in body.get("tools") or []
-    )
+    tools = tuple((t.get("function") or {}).get("name") or t.get("name", "") for t in body.get("tools") or [])
     return tools, body.get("response_format")
 
 
@@ -125,6 +122,9 @@ def _api_for(method: str, path: str) -> Api:
         return "responses"
     if path.endswith("/chat/completions"):
         return "chat"
+    found = gemini_method(path)
+    if found and found[1] != "countTokens":
+        return "gemini"
     return "other"
 
 
@@ -137,9 +137,7 @@ def _schema_of(fmt: Any) -> Mapping[str, Any] | None:
     return fmt.get("schema") or {}  # Responses text.format, Anthropic output_format
 
 
-def parse_request(
-    method: str, target: str, headers: Mapping[str, str], body: Mapping[str, Any]
-) -> ParsedRequest:
+def parse_request(method: str, target: str, headers: Mapping[str, str], body: Mapping[str, Any]) -> ParsedRequest:
     """Parse one HTTP request into a :class:`ParsedRequest` (no I/O; usable on its own)."""
     parts = urlsplit(target)
     api = _api_for(method, parts.path)
@@ -152,6 +150,9 @@ def parse_request(
         tools, fmt = _parse_responses(body, turns)
     elif api == "chat":
         tools, fmt = _parse_chat(body, turns)
+    elif api == "gemini":
+        tools, fmt = parse_gemini(body, turns)
+    gemini = gemini_method(parts.path) if api == "gemini" else None
     return ParsedRequest(
         api=api,
         method=method,
@@ -159,8 +160,8 @@ def parse_request(
         query=parts.query,
         headers=dict(headers),
         body=body,
-        model=str(body.get("model", "")),
-        stream=bool(body.get("stream", False)),
+        model=gemini[0] if gemini else str(body.get("model", "")),
+        stream=gemini[1] == "streamGenerateContent" if gemini else bool(body.get("stream", False)),
         tool_names=tools,
         prompt=turns.prompt,
         tool_results=tuple(turns.since_prompt),

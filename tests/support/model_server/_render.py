@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._gemini import gemini_body, gemini_error, gemini_events
 from ._types import FAKE_MODEL, Api, ParsedRequest, Reply, ToolCall
 
 Event = tuple[str | None, Any]  # (SSE event name or None, JSON payload or the literal "[DONE]")
@@ -33,10 +34,7 @@ def tokens(obj: Any) -> int:
 
 
 def _with_ids(reply: Reply, prefix: str) -> list[ToolCall]:
-    return [
-        call if call.call_id else ToolCall(call.name, call.arguments, new_id(prefix))
-        for call in reply.tool_calls
-    ]
+    return [call if call.call_id else ToolCall(call.name, call.arguments, new_id(prefix)) for call in reply.tool_calls]
 
 
 def _anthropic_message(request: ParsedRequest, reply: Reply) -> dict[str, Any]:
@@ -149,9 +147,7 @@ def _responses_output(reply: Reply) -> list[dict[str, Any]]:
     return output
 
 
-def _responses_object(
-    request: ParsedRequest, response_id: str, status: str, output: list[dict[str, Any]]
-) -> dict[str, Any]:
+def _responses_object(request: ParsedRequest, response_id: str, status: str, output: list[dict[str, Any]]) -> dict[str, Any]:
     usage = None
     if status == "completed":
         inp, out = tokens(request.body), tokens(output)
@@ -200,9 +196,7 @@ def _responses_events(request: ParsedRequest, reply: Reply) -> Iterator[Event]:
             for piece in _halves(text):
                 yield event("response.output_text.delta", **ref, content_index=0, delta=piece)
             yield event("response.output_text.done", **ref, content_index=0, text=text)
-            yield event(
-                "response.content_part.done", **ref, content_index=0, part=item["content"][0]
-            )
+            yield event("response.content_part.done", **ref, content_index=0, part=item["content"][0])
         else:
             yield event(
                 "response.output_item.added",
@@ -279,13 +273,7 @@ def _chat_events(request: ParsedRequest, reply: Reply) -> Iterator[Event]:
     calls = _chat_tool_calls(reply)
     for index, call in enumerate(calls):
         head = {"index": index, "id": call["id"], "type": "function"}
-        yield chunk(
-            {
-                "tool_calls": [
-                    dict(head, function={"name": call["function"]["name"], "arguments": ""})
-                ]
-            }
-        )
+        yield chunk({"tool_calls": [dict(head, function={"name": call["function"]["name"], "arguments": ""})]})
         for piece in _halves(call["function"]["arguments"]):
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if calls else "stop")
@@ -295,6 +283,8 @@ def _chat_events(request: ParsedRequest, reply: Reply) -> Iterator[Event]:
 
 
 def error_body(api: Api, status: int, message: str) -> dict[str, Any]:
+    if api == "gemini":
+        return gemini_error(status, message)
     if api == "anthropic":
         kinds = {
             401: "authentication_error",
@@ -316,12 +306,15 @@ STREAMERS: dict[str, Callable[[ParsedRequest, Reply], Iterator[Event]]] = {
     "anthropic": _anthropic_events,
     "responses": _responses_events,
     "chat": _chat_events,
+    "gemini": gemini_events,
 }
 
 
 def full_body(request: ParsedRequest, reply: Reply) -> dict[str, Any]:
     if request.api == "anthropic":
         return _anthropic_message(request, reply)
+    if request.api == "gemini":
+        return gemini_body(request, reply)
     if request.api == "responses":
         return _responses_object(request, new_id("resp_"), "completed", _responses_output(reply))
     return _chat_completion(request, reply)

@@ -16,7 +16,8 @@ def shell_tool_call(request: ParsedRequest, command: str) -> ToolCall:
     ``Bash`` {command, description} (Claude Code), ``exec_command`` {cmd, sandbox_permissions:
     "require_escalated", justification} (Codex 0.171: under ``approval_policy = "on-request"`` it
     asks the user only for escalated commands; ``justification`` is shown as "Reason:"),
-    ``bash`` {command, description} (OpenCode, Kilo). Raises ``ValueError`` when the request
+    ``bash`` {command, description} (OpenCode, Kilo), ``run_shell_command`` {command,
+    description} (Gemini CLI 0.61.0). Raises ``ValueError`` when the request
     offers none of them.
     """
     description = "Run a shell command (fake model)"
@@ -33,6 +34,8 @@ def shell_tool_call(request: ParsedRequest, command: str) -> ToolCall:
         )
     if "bash" in request.tool_names:
         return ToolCall("bash", {"command": command, "description": description})
+    if "run_shell_command" in request.tool_names:
+        return ToolCall("run_shell_command", {"command": command, "description": description})
     raise ValueError(f"no known shell tool among {request.tool_names!r}")
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Api = Literal["anthropic", "responses", "chat", "other"]
+Api = Literal["anthropic", "responses", "chat", "gemini", "other"]
 
 FAKE_MODEL = "fake-model"
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import trio
+
 from elowen_sdk import hookimpl
 
 state: dict = {"events": [], "cancelled": 0}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import trio
+
 from elowen_sdk import Loop, Patch, Tool, hookimpl
 
 state: dict = {"sync_events": [], "async_events": [], "loaded": 0, "unloaded": 0, "ticks": 0, "config": None}

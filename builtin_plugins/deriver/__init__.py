@@ -1,0 +1,1 @@
+"""The ``deriver`` plugin: what each agent's screen means (signals, prompt decisions)."""

@@ -1,0 +1,1 @@
+"""The ``mcp-client`` plugin: external MCP servers' tools as brain tools."""

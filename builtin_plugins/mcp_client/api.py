@@ -1,0 +1,267 @@
+"""HTTP routes of ``mcp-client`` (builtin: mounted at these paths).
+
+A server is *instance-wide* (``scope: "instance"``: added by an admin, in ``config.toml``, its
+tools offered to every user under their grants) or a user's *own* (``scope: "user"``: added by
+any user for themselves, its tools offered to their turns only). A user sees the instance's
+servers and their own, never another user's (admins included). Agent tokens get 403
+``agent_scope`` everywhere. ``?scope=user|instance`` picks one where a user's own server and an
+instance-wide one share a name (default: the user's own first).
+
+=========================================  ========================================================
+``GET /mcp-servers``                       ``{"items": [server], "errors": {name: message}}``:
+                                           the instance's servers and the caller's own
+                                           (:meth:`ServerConfig.public`: ``scope``, secret names
+                                           never values, brain ``tools``, ``resources``) with
+                                           their connection ``status``
+``POST /mcp-servers``                      ``{name, command, args?, env?, secret_env?: {NAME:
+                                           value}}`` or ``{name, url, headers?, secret_headers?:
+                                           {Name: value}}``, and ``scope?`` (admins default
+                                           ``instance``, members ``user``; a member asking
+                                           ``instance`` gets 403), ``timeout?``,
+                                           ``needs_approval?``, ``replace?``. Lists the server's
+                                           tools and resources (within its timeout; 422
+                                           ``mcp_unavailable`` if it cannot), stores the secrets
+                                           (0600). A user's own server is effective at once →
+                                           201 ``{"server", "applying": false}``; an
+                                           instance-wide one is applied as ``PATCH
+                                           /plugins/mcp-client/config`` with the caller's token
+                                           (the plugin restarts with the new tools) → 202
+                                           ``{"server", "applying": true}``. 409 ``exists`` for a
+                                           taken name without ``replace`` (a user's own server may
+                                           not take an instance-wide server's name, no server
+                                           the namespace of another plugin's tools, e.g.
+                                           ``files``); 403 for a
+                                           member's stdio server unless their grants include
+                                           ``terminal.run`` (it runs a command on the daemon's
+                                           host); 422 ``too_many`` past
+                                           :data:`MAX_USER_SERVERS` own servers
+``DELETE /mcp-servers/{name}``             forget a server and its secrets: the caller's own →
+                                           200 ``{"name", "scope": "user", "removed": true}``;
+                                           an instance-wide one (admin; a member gets 403) → 202
+``GET /mcp-servers/{name}/tools``          the server's live ``tools/list`` (starts it)
+``GET /mcp-servers/{name}/resources``      its live ``resources/list`` (``[]`` without resources)
+``GET /mcp-servers/{name}/resources/read`` ``?uri=``: ``{"contents": [{uri, mime_type, text |
+                                           blob_bytes}]}``; 422 ``mcp_unavailable`` for the
+                                           server's error
+=========================================  ========================================================
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from elowen_sdk import CapabilityError, HTTPError, Principal, Request, Response, Route
+from elowen_sdk.services import UsersService
+
+from .config import McpConfigError, parse_server
+from .connection import McpToolError, ServerConnection, discover
+
+__all__ = ["MAX_USER_SERVERS", "may_run_commands", "routes"]
+
+APPLY_TIMEOUT = 60.0
+MAX_USER_SERVERS = 20
+"""How many servers of their own one user may have."""
+SCOPES = ("instance", "user")
+
+
+def _full(me: Principal) -> int:
+    """The caller's user id; 403 for an agent token (or a principal without a user)."""
+    if me.scope != "full" or me.user_id is None:
+        raise HTTPError(403, "agent_scope", "an agent token cannot manage MCP servers")
+    return int(me.user_id)
+
+
+def _scope_param(req: Request) -> str | None:
+    scope = req.query.get("scope") or None
+    if scope is not None and scope not in SCOPES:
+        raise HTTPError(422, "validation_error", "scope must be instance or user")
+    return scope
+
+
+def _daemon_url(home: Path) -> str:
+    info = json.loads((home / "daemon.pid").read_text(encoding="utf-8"))
+    host = str(info["host"])
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{int(info['port'])}"
+
+
+def may_run_commands(ctx: Any, user_id: int) -> bool:
+    """Whether the user is an admin or their tool grants include ``terminal.run`` (the brain
+    already runs their commands on this host, so a stdio server of theirs gives them nothing
+    new). ``False`` without the users service or for an unknown user."""
+    try:
+        user = ctx.service(UsersService).user(user_id)
+    except (LookupError, CapabilityError):
+        return False
+    if user is None:
+        return False
+    if user.get("role") == "admin":
+        return True
+    return any(fnmatch.fnmatchcase("terminal.run", str(g)) for g in user.get("tool_grants") or [])
+
+
+def _other_namespaces(runtime: Any) -> dict[str, str]:
+    """Tool namespaces (the part of a name before its first ``.``) of other plugins' tools →
+    the plugin: a server may not take one (``files`` would make ``files.read`` ambiguous in
+    grants and approval prompts)."""
+    out: dict[str, str] = {}
+    for name, owned in runtime.ctx.contributions("tool").items():
+        plugin = str(getattr(owned, "plugin", ""))
+        if plugin != runtime.ctx.name:
+            out.setdefault(str(name).split(".", 1)[0], plugin)
+    return out
+
+
+def routes(rt: Callable[[], Any]) -> list[Route]:
+    """The routes; ``rt()`` is the plugin's current runtime (:class:`.plugin.Runtime`)."""
+
+    async def apply(authorization: str, servers: dict[str, Any]) -> None:
+        """``PATCH /plugins/mcp-client/config`` as the caller (runs after the route answered:
+        the kernel restarts this plugin)."""
+        runtime = rt()
+        home = Path(runtime.ctx.data_dir).parent.parent
+        try:
+            async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
+                r = await client.patch(
+                    _daemon_url(home) + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers={"Authorization": authorization}
+                )
+            if r.status_code >= 400:
+                runtime.ctx.log.warning("applying the MCP servers failed: %s %s", r.status_code, r.text[:300])
+        except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
+            runtime.ctx.log.warning("applying the MCP servers failed: %s", exc)
+
+    def list_servers(req: Request) -> dict[str, Any]:
+        uid = _full(req.principal)
+        runtime = rt()
+        items = [cfg.public() | {"status": runtime.status(name)} for name, cfg in sorted(runtime.servers.items())]
+        items += [cfg.public() | {"status": runtime.status(name, uid)} for name, cfg in sorted(runtime.user_servers(uid).items())]
+        errors = dict(runtime.errors) | {f"user:{name}": message for name, message in runtime.user_errors(uid).items()}
+        return {"items": items, "errors": errors, "next_cursor": None}
+
+    async def add_server(req: Request) -> Response:
+        me = req.principal
+        uid = _full(me)
+        body = req.json if isinstance(req.json, dict) else None
+        if body is None:
+            raise HTTPError(400, "bad_request", "the body must be a JSON object")
+        name = body.get("name")
+        if not isinstance(name, str):
+            raise HTTPError(422, "validation_error", "name is required")
+        scope = body.get("scope") or ("instance" if me.is_admin else "user")
+        if scope not in SCOPES:
+            raise HTTPError(422, "validation_error", "scope must be instance or user")
+        if scope == "instance" and not me.is_admin:
+            raise HTTPError(403, "forbidden", "only an admin may add an instance-wide MCP server; add it for yourself (scope user)")
+        runtime = rt()
+        taken = _other_namespaces(runtime)
+        if name in taken:
+            raise HTTPError(409, "exists", f"{name!r} is the namespace of the tools of plugin {taken[name]!r}; choose another name")
+        if scope == "instance" and name in runtime.raw_servers() and not body.get("replace"):
+            raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it")
+        if scope == "user":
+            if name in runtime.raw_servers():
+                raise HTTPError(409, "exists", f"an instance-wide MCP server is named {name!r}; choose another name")
+            own = runtime.users.raw(uid)
+            if name in own and not body.get("replace"):
+                raise HTTPError(409, "exists", f"you have an MCP server {name!r}; send replace: true to change it")
+            if name not in own and len(own) >= MAX_USER_SERVERS:
+                raise HTTPError(422, "too_many", f"you have {len(own)} MCP servers, the most one user may have; remove one first")
+            if body.get("command") and not me.is_admin and not may_run_commands(runtime.ctx, uid):
+                raise HTTPError(
+                    403,
+                    "forbidden",
+                    "a stdio MCP server runs a command on the daemon's host: only users granted terminal.run may add one (a URL server needs no grant)",
+                )
+        secret_env, secret_headers = body.get("secret_env") or {}, body.get("secret_headers") or {}
+        for field, value in (("secret_env", secret_env), ("secret_headers", secret_headers)):
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+                raise HTTPError(422, "validation_error", f"{field} must be an object of strings (name: secret value)")
+        definition = {k: body[k] for k in ("command", "args", "env", "url", "headers", "timeout", "needs_approval") if k in body}
+        definition |= {"secret_env": sorted(secret_env), "secret_headers": sorted(secret_headers)}
+        try:
+            cfg = parse_server(name, definition, scope)
+        except McpConfigError as exc:
+            raise HTTPError(422, "validation_error", str(exc)) from None
+        secrets = dict(secret_env) | dict(secret_headers)
+        errlog = runtime.user_errlog(uid, name) if scope == "user" else None
+        try:
+            found = await discover(runtime.ctx, cfg, secrets, errlog)
+        except McpToolError as exc:
+            raise HTTPError(422, "mcp_unavailable", str(exc)) from None
+        snapshot = definition | {"tools": found["tools"]}
+        if found["resources"] is not None:
+            snapshot["resources"] = found["resources"]
+        cfg = parse_server(name, snapshot, scope)
+        if scope == "user":
+            runtime.put_user_server(uid, name, cfg, secrets)
+            runtime.ctx.log.info("user %s added their MCP server %s (%d tools)", uid, name, len(cfg.tools))
+            return Response({"server": cfg.public() | {"status": runtime.status(name, uid)}, "applying": False}, status=201)
+        runtime.secrets.put(name, secrets)
+        servers = runtime.raw_servers() | {name: cfg.stored()}
+        runtime.ctx.start_soon(apply, req.headers.get("authorization", ""), servers, name="mcp-client.apply")
+        return Response({"server": cfg.public(), "applying": True}, status=202)
+
+    def remove_server(req: Request) -> Response:
+        me = req.principal
+        uid = _full(me)
+        name = req.params["name"]
+        scope = _scope_param(req)
+        runtime = rt()
+        if scope in (None, "user") and name in runtime.users.raw(uid):
+            runtime.put_user_server(uid, name, None)
+            return Response({"name": name, "scope": "user", "removed": True, "applying": False})
+        servers = runtime.raw_servers()
+        if scope == "user" or name not in servers:
+            raise HTTPError(404, "not_found", f"no MCP server {name!r}")
+        if not me.is_admin:
+            raise HTTPError(403, "forbidden", "only an admin may remove an instance-wide MCP server")
+        del servers[name]
+        runtime.secrets.put(name, None)
+        runtime.ctx.start_soon(apply, req.headers.get("authorization", ""), servers, name="mcp-client.apply")
+        return Response({"name": name, "scope": "instance", "removed": True, "applying": True}, status=202)
+
+    def _conn(req: Request) -> ServerConnection:
+        uid = _full(req.principal)
+        conn: ServerConnection | None = rt().connection(req.params["name"], uid, _scope_param(req))
+        if conn is None:
+            raise HTTPError(404, "not_found", f"no MCP server {req.params['name']!r}")
+        return conn
+
+    async def live_tools(req: Request) -> dict[str, Any]:
+        conn = _conn(req)
+        try:
+            return {"items": await conn.list_tools(), "next_cursor": None}
+        except McpToolError as exc:
+            raise HTTPError(422, "mcp_unavailable", str(exc)) from None
+
+    async def live_resources(req: Request) -> dict[str, Any]:
+        conn = _conn(req)
+        try:
+            return {"items": await conn.list_resources(), "next_cursor": None}
+        except McpToolError as exc:
+            raise HTTPError(422, "mcp_unavailable", str(exc)) from None
+
+    async def read_resource(req: Request) -> dict[str, Any]:
+        conn = _conn(req)
+        uri = req.query.get("uri") or ""
+        if not uri:
+            raise HTTPError(422, "validation_error", "uri is required")
+        try:
+            return {"contents": await conn.read_resource(uri)}
+        except McpToolError as exc:
+            raise HTTPError(422, "mcp_unavailable", str(exc)) from None
+
+    return [
+        Route("GET", "/mcp-servers", list_servers, "External MCP servers: the instance's and your own"),
+        Route("POST", "/mcp-servers", add_server, "Add an external MCP server (your own, or instance-wide: admin)"),
+        Route("DELETE", "/mcp-servers/{name}", remove_server, "Remove your own MCP server, or an instance-wide one (admin)"),
+        Route("GET", "/mcp-servers/{name}/tools", live_tools, "An external MCP server's live tools"),
+        Route("GET", "/mcp-servers/{name}/resources", live_resources, "An external MCP server's live resources"),
+        Route("GET", "/mcp-servers/{name}/resources/read", read_resource, "Read one resource of an external MCP server (?uri=)"),
+    ]

@@ -1,0 +1,1 @@
+"""The ``mcp`` plugin: Elowen's own MCP server at ``/mcp`` (streamable HTTP)."""

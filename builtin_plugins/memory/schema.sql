@@ -1,0 +1,63 @@
+-- schema-version: 2
+-- The memory plugin's tables. Every memory belongs to one user; an update or a forget never
+-- deletes text: the old row points at its successor (superseded_by; a forgotten row at itself).
+CREATE TABLE IF NOT EXISTS memory_items (
+    id INTEGER PRIMARY KEY,
+    user_id INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'fact',
+    importance REAL NOT NULL DEFAULT 0.5,
+    source TEXT NOT NULL DEFAULT 'manual',
+    provenance TEXT NOT NULL DEFAULT 'owner',
+    project_id INTEGER,
+    conversation_id TEXT,
+    message_id TEXT,
+    occurred_at TEXT,
+    actor TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    last_used_at TEXT,
+    use_count INTEGER NOT NULL DEFAULT 0,
+    supersedes INTEGER,
+    superseded_by INTEGER,
+    superseded_at TEXT,
+    superseded_actor TEXT,
+    vector_model TEXT  -- the embedding model whose vector of this memory is stored (NULL: none yet)
+);
+CREATE INDEX IF NOT EXISTS memory_items_user ON memory_items (user_id, superseded_by);
+-- The embedding queue's pending set (current memories without a vector of the current model)
+-- as index ranges, so a tick with nothing to do reads a few index pages, not every memory.
+CREATE INDEX IF NOT EXISTS memory_items_vector_model ON memory_items (vector_model, id) WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memory_items_supersedes ON memory_items (supersedes);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts USING fts5 (
+    text, content = 'memory_items', content_rowid = 'id', tokenize = 'porter unicode61'
+);
+-- Document counts per term: keyword queries leave out terms too common to be worth their cost.
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts_vocab USING fts5vocab (memory_fts, 'row');
+CREATE TRIGGER IF NOT EXISTS memory_items_ai AFTER INSERT ON memory_items BEGIN
+    INSERT INTO memory_fts (rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS memory_items_ad AFTER DELETE ON memory_items BEGIN
+    INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+
+-- One vector per memory and embedding model (float32, little-endian, L2-normalised).
+CREATE TABLE IF NOT EXISTS memory_vectors (
+    memory_id INTEGER NOT NULL,
+    model TEXT NOT NULL,
+    dim INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (memory_id, model)
+) WITHOUT ROWID;
+-- Vectors of other models (pruned after a model change) as an index range.
+CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors (model, memory_id);
+
+-- upgrade to 2
+-- The embedding queue reads its pending set from an index instead of scanning every memory.
+ALTER TABLE memory_items ADD COLUMN vector_model TEXT;
+DELETE FROM memory_vectors WHERE memory_id IN (SELECT id FROM memory_items WHERE superseded_by IS NOT NULL);
+UPDATE memory_items SET vector_model = (SELECT max(v.model) FROM memory_vectors v WHERE v.memory_id = memory_items.id);
+CREATE INDEX IF NOT EXISTS memory_items_vector_model ON memory_items (vector_model, id) WHERE superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS memory_vectors_model ON memory_vectors (model, memory_id);

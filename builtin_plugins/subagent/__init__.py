@@ -1,0 +1,1 @@
+"""The ``subagent`` plugin: the brain tools ``delegate`` and ``delegate_batch``."""

@@ -1,0 +1,1 @@
+"""Gemini CLI (npm ``@google/gemini-cli``) as an Elowen executor provider."""
