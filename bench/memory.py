@@ -1,5 +1,5 @@
-"""Retrieval quality of the memory plugin on LoCoMo: FTS5/BM25 alone, embeddings alone and the
-plugin's blended ranking, side by side in one run.
+"""Retrieval quality of the memory plugin on LoCoMo: plain BM25, the plugin's keyword signal
+alone, embeddings alone and the plugin's blended ranking, side by side in one run.
 
 For each conversation of a file of LoCoMo's shape (Maharana et al., 2024, "Evaluating Very
 Long-Term Conversational Memory of LLM Agents"; ``[{"conversation": {"session_N": [turn…],
@@ -13,9 +13,17 @@ and are stored as the embedding queue stores them. Every question except categor
 turn, 0 when none is in the 6), overall and per category (1 multi-hop, 2 temporal, 3
 open-domain, 4 single-hop). No language model is in the retrieval path.
 
+Modes: ``bm25`` — plain FTS5 BM25 over the raw turn text of the conversation (no date,
+speaker or caption; FTS5's default ``unicode61`` tokenizer, no stemming; see
+:class:`PlainBM25`), the issue's baseline; ``bm25_elowen`` — the plugin's keyword signal
+alone (its FTS5 table over the stored, enriched text, porter stemming, stopwords);
+``dense`` — the plugin's vectors alone; ``blended`` — the plugin's ranking. The ratios of
+blended to each baseline are printed and kept in ``meta``.
+
 Run: ``.venv/bin/python bench/memory.py PATH [--json] [--limit-conversations N]``; with
 ``--json`` the last line is ``{"bm25": {...}, "dense": {...}, "blended": {...}}``, each with
-``recall_at_6``, ``mrr`` and ``by_category`` (plus ``meta``: counts and timings).
+``recall_at_6``, ``mrr`` and ``by_category`` (plus ``bm25_elowen`` and ``meta``: counts, timings
+and ratios).
 """
 
 from __future__ import annotations
@@ -37,10 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from elowen_builtins.memory.embeddings import LocalEmbedder, pack  # noqa: E402
 from elowen_builtins.memory.ranking import Weights  # noqa: E402
+from elowen_builtins.memory.store import fts_terms  # noqa: E402
 from elowen_sdk.testing import plugin_kernel  # noqa: E402
 
 K = 6
-MODES = ("bm25", "dense", "blended")
+MODES = ("bm25", "bm25_elowen", "dense", "blended")
+BASELINES = ("bm25", "bm25_elowen", "dense")
 DENSE_ONLY = Weights(semantic=1.0, keyword=0.0, importance=0.0, recency=0.0, use=0.0, neighbour=0.0)
 KEYWORD_ONLY = Weights(semantic=0.0, keyword=1.0, importance=0.0, recency=0.0, use=0.0, neighbour=0.0)
 
@@ -67,6 +77,12 @@ def turns_of(conversation: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def raw_turns_of(conversation: dict[str, Any]) -> list[str]:
+    """The raw text of every turn, in :func:`turns_of`'s order (the plain BM25 baseline's)."""
+    sessions = sorted((int(m.group(1)), k) for k in conversation if (m := re.fullmatch(r"session_(\d+)", k)))
+    return [str(turn["text"]) for _, key in sessions for turn in conversation[key]]
+
+
 def evidence_of(qa: dict[str, Any]) -> set[str]:
     """The evidence dialog ids, normalised (``D8:6; D9:17`` split, ``D:11:26`` → ``D11:26``)."""
     out = set()
@@ -76,6 +92,28 @@ def evidence_of(qa: dict[str, Any]) -> set[str]:
             if m:
                 out.add(f"D{m.group(1)}:{m.group(2)}")
     return out
+
+
+class PlainBM25:
+    """The issue's baseline: plain FTS5 BM25 over one conversation's raw turn text (no date,
+    no speaker, no caption), FTS5's default ``unicode61`` tokenizer (no stemming), ``bm25()``
+    with FTS5's k1 = 1.2, b = 0.75; the query is the question's words minus the plugin's
+    English stopwords and one-letter words, each quoted, joined with OR (as the plugin's)."""
+
+    def __init__(self, raw: list[str]) -> None:
+        import apsw
+
+        self.db = apsw.Connection(":memory:")
+        self.db.execute("CREATE VIRTUAL TABLE t USING fts5 (text)")
+        with self.db:
+            self.db.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", list(enumerate(raw)))
+
+    def search(self, question: str, limit: int = K) -> list[int]:
+        terms = fts_terms(question)
+        if not terms:
+            return []
+        match = " OR ".join(f'"{w}"' for w in terms)
+        return [r[0] for r in self.db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?", (match, limit))]
 
 
 def _score(ranked: list[str], evidence: set[str]) -> tuple[float, float]:
@@ -129,6 +167,7 @@ async def run(path: Path, limit: int | None, cache: Path | None = None) -> dict[
             store = backend.store
             for n, sample in enumerate(data, start=1):
                 turns = turns_of(sample["conversation"])
+                plain = PlainBM25(raw_turns_of(sample["conversation"]))
                 store.add_many(n, ({"text": t, "conversation_id": sample.get("sample_id", str(n))} for _, t in turns), actor="bench")
                 rows = store.store.query("SELECT id, text FROM memory_items WHERE user_id = ? ORDER BY id", (n,))
                 dia = {r["id"]: d for r, (d, _) in zip(rows, turns)}
@@ -151,6 +190,11 @@ async def run(path: Path, limit: int | None, cache: Path | None = None) -> dict[
                     for mode in MODES:
                         t2 = time.perf_counter()
                         if mode == "bm25":
+                            ranked = [turns[i][0] for i in plain.search(qa["question"])]
+                            query_s[mode] += time.perf_counter() - t2
+                            sums[mode][int(qa["category"])].append(_score(ranked, evidence))
+                            continue
+                        if mode == "bm25_elowen":
                             found = await backend.search(n, qa["question"], limit=K, dense=False, weights=KEYWORD_ONLY)
                         elif mode == "dense":
                             found = await backend.search(n, qa["question"], limit=K, keyword=False, weights=DENSE_ONLY)
@@ -176,8 +220,10 @@ async def run(path: Path, limit: int | None, cache: Path | None = None) -> dict[
         "questions": len([s for cat in sums["bm25"].values() for s in cat]),
         "model_load_s": round(load_s, 2),
         "embed_memories_per_s": round(embedded_timed / embed_s, 1) if embed_s else None,
-        "ratio_blended_to_bm25_recall": round(report["blended"]["recall_at_6"] / report["bm25"]["recall_at_6"], 3),
     }
+    for base in BASELINES:
+        for key in ("recall_at_6", "mrr"):
+            report["meta"][f"ratio_blended_to_{base}_{key.split('_')[0]}"] = round(report["blended"][key] / report[base][key], 3) if report[base][key] else None
     return report
 
 
@@ -192,12 +238,14 @@ def main() -> None:
     for mode in MODES:
         r = report[mode]
         cats = "  ".join(f"c{c}:{v['recall_at_6']:.3f}/{v['mrr']:.3f}" for c, v in r["by_category"].items())
-        print(f"{mode:8s} recall@6 {r['recall_at_6']:.3f}  MRR {r['mrr']:.3f}  ({cats})  {r['query_ms_mean']} ms/query")
+        print(f"{mode:11s} recall@6 {r['recall_at_6']:.3f}  MRR {r['mrr']:.3f}  ({cats})  {r['query_ms_mean']} ms/query")
     m = report["meta"]
     print(
         f"{m['conversations']} conversations, {m['memories']} memories, {m['questions']} questions; model load {m['model_load_s']} s; "
-        f"embedding {m['embed_memories_per_s']} memories/s; blended/BM25 recall {m['ratio_blended_to_bm25_recall']}x"
+        f"embedding {m['embed_memories_per_s']} memories/s"
     )
+    for base in BASELINES:
+        print(f"blended / {base}: recall@6 {m[f'ratio_blended_to_{base}_recall']}x, MRR {m[f'ratio_blended_to_{base}_mrr']}x")
     if args.json:
         print(json.dumps(report))
 

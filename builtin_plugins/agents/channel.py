@@ -17,8 +17,10 @@ so the deriver sees the same prompt on screen:
 * request first: the deriver's ``create`` for that session returns the open channel decision
   (the screen's fingerprint is merged into it) instead of a new one; no keys are ever sent for
   it;
-* screen first: the request takes over the open screen decision (same id; its payload gets
-  the exact request and ``channel``) unless its keys are being sent already.
+* screen first: the request takes over the open screen decision of the same request
+  (:func:`same_request`; same id; its payload gets the exact request and ``channel``) unless its
+  keys are being sent already; a dialog that asks for something else is never lent the
+  channel's request (the request gets a decision of its own).
 
 When the wait ends without a verdict (:attr:`~.config.AgentsConfig.channel_wait`, or the
 request's connection goes away) the decision stays open as a plain screen decision (``channel``
@@ -143,6 +145,8 @@ class PermissionChannel:
         for d in reversed(self.store.open_for_session(session, kind="prompt")):
             if d["payload"].get("channel"):
                 continue
+            if not same_request(d["payload"].get("request"), request):
+                continue  # the dialog on screen asks for something else: never lend it this request
             if int(d["id"]) in self._answering:
                 log.info("%s: decision %s is being answered on screen; the channel leaves it", session, d["id"])
                 return None
@@ -199,14 +203,21 @@ class PermissionChannel:
 
     def release(self, decision_id: int) -> None:
         """No verdict reached the channel: the decision goes on as a screen decision when
-        the deriver linked it to the dialog on screen (``channel`` removed; its keys are
-        then sent as for any prompt), else it expires."""
+        the deriver linked it to the dialog on screen (``channel`` removed, its ``request``
+        the screen's again with the channel's kept as ``channel_request``; its keys are then
+        sent as for any prompt), else it expires."""
         d = self.store.get(decision_id)
         if d is None or d["status"] not in OPEN or not d["payload"].get("channel"):
             return
         payload = dict(d["payload"])
         if payload.get("fingerprint"):
             payload["released_channel"] = payload.pop("channel")
+            if isinstance(payload.get("screen_request"), Mapping):
+                # answered on screen from now on: judged on what the screen shows (a command cut
+                # short there is incomplete, so never approved automatically), not on the
+                # channel's request the keys no longer answer
+                payload["channel_request"] = payload.get("request")
+                payload["request"] = payload["screen_request"]
             self.store.repoint(decision_id, payload)
             log.info("decision %s: no verdict through the channel in time; it is answered on screen", decision_id)
         else:
@@ -218,16 +229,21 @@ _WS = re.compile(r"\s+")
 
 def same_request(screen: Any, channel: Any) -> bool:
     """Whether a request read off the screen is the one a channel request names: same kind,
-    and for a shell command the same command (the screen may show it cut short), for edits a
-    common path, for MCP tools the same server. Unknown shapes match (kind alone)."""
+    and for a shell command the same command (whitespace aside; a prefix only where the screen
+    shows it cut short — ``complete`` false or ending in ``…``), for edits a common path, for MCP
+    tools the same server. Unknown shapes match (kind alone)."""
     if not isinstance(screen, Mapping) or not isinstance(channel, Mapping):
         return True
     if screen.get("kind") and channel.get("kind") and screen.get("kind") != channel.get("kind"):
         return False
     kind = channel.get("kind")
     if kind == "bash" and screen.get("command") and channel.get("command"):
-        shown = _WS.sub(" ", str(screen["command"])).strip().rstrip("…").strip()
-        return _WS.sub(" ", str(channel["command"])).strip().startswith(shown)
+        raw_shown = _WS.sub(" ", str(screen["command"])).strip()
+        shown = raw_shown.rstrip("…").strip()
+        full = _WS.sub(" ", str(channel["command"])).strip()
+        if screen.get("complete") is False or raw_shown != shown:
+            return full.startswith(shown)
+        return full == shown
     if kind in ("edit", "write", "patch") and screen.get("paths") and channel.get("paths"):
         return bool(set(screen["paths"]) & set(channel["paths"]))
     if kind == "mcp" and screen.get("server") and channel.get("server"):
