@@ -174,7 +174,7 @@ def test_schema_upgrade_to_2_marks_embedded_memories_and_drops_stale_vectors(tmp
         store.execute("INSERT INTO memory_items (id, user_id, text, created_at, updated_at, superseded_by) VALUES (?, 1, ?, ?, ?, ?)", (i, text, now, now, sup))
     for mid in (1, 3):
         store.execute("INSERT INTO memory_vectors VALUES (?, 'm', 2, ?, ?)", (mid, b"\0" * 8, now))
-    assert store.apply_plugin_schema("memory", (Path(package.__file__).parent / "schema.sql").read_text(), 2)
+    assert store.apply_plugin_schema("memory", (Path(package.__file__).parent / "schema.sql").read_text(), 3)
     assert [r["memory_id"] for r in store.query("SELECT memory_id FROM memory_vectors")] == [1]  # the superseded one's vector went
     memories = MemoryStore(store)
     assert [r["text"] for r in memories.pending("m", 10)] == ["not yet"]

@@ -180,6 +180,9 @@ async def test_neighbour_context_brings_in_the_next_memory_of_the_conversation(k
     await svc.remember(1, "What did you do last weekend?", conversation_id="c9")
     answer = await svc.remember(1, "I climbed Mount Rainier with Ana.", conversation_id="c9")
     await svc.remember(1, "Unrelated: the printer is on floor 2.")
+    # the neighbour lift alone: without the context column (tested in test_context.py), which
+    # would find the answer by the question's words as well
+    kernel.store.execute("UPDATE memory_items SET context = ''")
     found = await svc.search(1, "what did I do last weekend", limit=6)
     assert answer.id in [m.id for m in found]  # no shared word: it came in as the neighbour of a match
     alone = await svc.search(1, "what did I do last weekend", weights=Weights(neighbour=0.0))
