@@ -14,7 +14,10 @@
 2. Embedding-queue throughput: ``drain_once`` over 512 fresh memories with the embedded model
    (memories per second, batches of 32).
 
-Run: ``.venv/bin/python bench/memory_latency.py [--sizes 1000,10000,100000] [--queries 200]``
+Each size is run once per query backend (``--query-backends auto,torch``: ONNX Runtime, then
+sentence-transformers' torch path as the baseline of the same run).
+
+Run: ``.venv/bin/python bench/memory_latency.py [--sizes 1000,10000,100000] [--queries 200] [--query-backends auto,torch]``
 """
 
 from __future__ import annotations
@@ -129,19 +132,28 @@ async def throughput(embedder: LocalEmbedder, count: int = 512) -> float:
             return count / (time.perf_counter() - t0)
 
 
-async def main(sizes: list[int], queries: int) -> None:
-    embedder = LocalEmbedder(threads=1)
-    t0 = time.perf_counter()
-    await embedder.load()
-    print(f"model load {time.perf_counter() - t0:.1f} s; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    for size in sizes:
-        r = await latency(size, queries, embedder)
+async def main(sizes: list[int], queries: int, backends: list[str]) -> None:
+    embedders = {}
+    for name in backends:
+        embedder = LocalEmbedder(threads=1, query_backend=name)
+        t0 = time.perf_counter()
+        await embedder.load()
+        embedders[name] = embedder
         print(
-            f"{r['memories']:>7} memories: recall p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms (CPU time p50 {r['cpu_p50_ms']}, p99 {r['cpu_p99_ms']} ms; first after start {r['first_ms']} ms, keyword only; "
-            f"vectors loaded in the background in {r['vector_load_s']} s; timed recalls without vectors: {r['dense_skipped']}); "
-            f"query embedding alone p50 {r['query_embedding_p50_ms']} ms; retrieval without it p50 {r['retrieval_p50_ms']} ms, "
-            f"p99 {r['retrieval_p99_ms']} ms"
+            f"query backend {name}: {embedder.query_backend} ({embedder.query_backend_reason}); model load {time.perf_counter() - t0:.1f} s; "
+            f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
         )
+    for size in sizes:
+        for embedder in embedders.values():  # the baseline (torch) in the same run, size by size
+            r = await latency(size, queries, embedder)
+            print(
+                f"{r['memories']:>7} memories, query on {embedder.query_backend:<11}: recall p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms "
+                f"(CPU time p50 {r['cpu_p50_ms']}, p99 {r['cpu_p99_ms']} ms; first after start {r['first_ms']} ms, keyword only; "
+                f"vectors loaded in the background in {r['vector_load_s']} s; timed recalls without vectors: {r['dense_skipped']}); "
+                f"query embedding alone p50 {r['query_embedding_p50_ms']} ms; retrieval without it p50 {r['retrieval_p50_ms']} ms, "
+                f"p99 {r['retrieval_p99_ms']} ms"
+            )
+    embedder = next(iter(embedders.values()))
     print(
         f"embedding queue: {await throughput(embedder):.1f} memories/s (batches of 32, 1 thread); load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
@@ -151,5 +163,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--query-backends", default="auto,torch", help="query embedding backends to compare (auto: ONNX Runtime when it loads)")
     args = parser.parse_args()
-    trio.run(main, [int(s) for s in args.sizes.split(",")], args.queries)
+    trio.run(main, [int(s) for s in args.sizes.split(",")], args.queries, args.query_backends.split(","))

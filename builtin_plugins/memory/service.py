@@ -188,11 +188,15 @@ class MemoryBackend:
         index = await self._index(user_id, wait=wait) if dense else None
         qv: Any = None
         box: list[Any] = []
+        kw: dict[int, float] = {}
         if index is not None:  # only a user with vectors has the query embedded
-            # alone, not beside the keyword query: the model's thread and the trio thread
-            # would contend for the GIL (see docs/performance.md, "Memory: latency work")
-            await self._embed_into(query, box)
-        kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id)) if keyword else {}
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._embed_into, query, box)
+                await trio.sleep(0)  # the embedding's worker thread is started…
+                if keyword:  # …and the keyword query runs beside it (both release the GIL)
+                    kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id))
+        elif keyword:
+            kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id))
         sem: dict[int, float] = {}
         vectors: dict[int, Any] = {}
         if index is not None:

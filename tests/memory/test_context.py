@@ -57,7 +57,13 @@ async def test_bulk_import_and_other_users_and_conversations_stay_apart(svc: Any
     svc.store.add_many(1, [{"text": "other conversation zebra", "conversation_id": "c2"}])
     await svc.remember(2, "another user's yak", conversation_id="c1")
     rows = svc.store.store.query("SELECT id, text, context FROM memory_items WHERE user_id = 1 AND conversation_id = 'c1' ORDER BY id")
-    assert [r["context"] for r in rows] == ["turn 1 word1", "turn 0 word0\nturn 2 word2", "turn 1 word1\nturn 3 word3", "turn 2 word2\nturn 4 word4", "turn 3 word3"]
+    assert [r["context"] for r in rows] == [
+        "turn 1 word1",
+        "turn 0 word0\nturn 2 word2",
+        "turn 1 word1\nturn 3 word3",
+        "turn 2 word2\nturn 4 word4",
+        "turn 3 word3",
+    ]
     assert svc.store.keyword(1, "zebra") and all("zebra" not in r["context"] for r in rows)
     assert svc.store.keyword(1, "yak") == [] and "yak" not in " ".join(r["context"] for r in rows)
     added = await svc.remember(1, "turn 5 appended", conversation_id="c1")
