@@ -97,9 +97,10 @@ class PermissionChannel:
         dismisses) — with the screen's fingerprint merged into its payload; ``None`` when there
         is none (a new screen decision is made)."""
         now = time.time()
-        candidates = [d for d in self.store.open_for_session(session, kind="prompt") if d["payload"].get("channel")]
-        candidates += self._recent.get(session, [])
-        for d in reversed(candidates):
+        open_ = [d for d in self.store.open_for_session(session, kind="prompt") if d["payload"].get("channel")]
+        # open decisions first, newest first; then those answered a moment ago (a retry of the
+        # same request must link to its own open decision, not to the settled one before it)
+        for d in [*reversed(open_), *reversed(self._recent.get(session, []))]:
             p = d["payload"]
             fp = payload.get("fingerprint")
             if p.get("fingerprint") not in (None, fp) or not same_request(payload.get("request"), p.get("request")):
@@ -212,40 +213,57 @@ class PermissionChannel:
         payload = dict(d["payload"])
         if payload.get("fingerprint"):
             payload["released_channel"] = payload.pop("channel")
-            if isinstance(payload.get("screen_request"), Mapping):
-                # answered on screen from now on: judged on what the screen shows (a command cut
-                # short there is incomplete, so never approved automatically), not on the
-                # channel's request the keys no longer answer
-                payload["channel_request"] = payload.get("request")
-                payload["request"] = payload["screen_request"]
+            # answered on screen from now on: judged on what the screen shows (a command cut
+            # short there is incomplete, so never approved automatically), not on the channel's
+            # request the keys no longer answer; a screen whose request was not read is unknown
+            payload["channel_request"] = payload.get("request")
+            screen = payload.get("screen_request")
+            payload["request"] = dict(screen) if isinstance(screen, Mapping) else {"kind": "other", "complete": False, "missing": ["request"]}
             self.store.repoint(decision_id, payload)
             log.info("decision %s: no verdict through the channel in time; it is answered on screen", decision_id)
         else:
             self.store.settle(decision_id, "expired", decided_by="elowen:channel", rationale="no verdict within the permission channel's wait")
 
 
-_WS = re.compile(r"\s+")
+_WS = re.compile(r"[ \t]+")
+"""Runs of spaces and tabs (a line break is kept: it separates commands)."""
 
 
 def same_request(screen: Any, channel: Any) -> bool:
     """Whether a request read off the screen is the one a channel request names: same kind,
-    and for a shell command the same command (whitespace aside; a prefix only where the screen
-    shows it cut short — ``complete`` false or ending in ``…``), for edits a common path, for MCP
-    tools the same server. Unknown shapes match (kind alone)."""
+    and for a shell command the same command (spaces aside, line breaks kept; a prefix only where
+    the screen shows it cut short — ``complete`` false or ending in ``…``), for edits the same
+    paths, for MCP tools the same server and tool, for URLs and directories shown whole the same
+    one. Other shapes match on kind alone (a false match is caught later: a verdict is carried
+    out only for the request it judged, see the overseer's ``apply``)."""
     if not isinstance(screen, Mapping) or not isinstance(channel, Mapping):
         return True
     if screen.get("kind") and channel.get("kind") and screen.get("kind") != channel.get("kind"):
         return False
     kind = channel.get("kind")
     if kind == "bash" and screen.get("command") and channel.get("command"):
-        raw_shown = _WS.sub(" ", str(screen["command"])).strip()
+        raw_shown = _commands(screen["command"])
         shown = raw_shown.rstrip("…").strip()
-        full = _WS.sub(" ", str(channel["command"])).strip()
+        full = _commands(channel["command"])
         if screen.get("complete") is False or raw_shown != shown:
-            return full.startswith(shown)
+            # cut short on screen (wrapped lines are joined with spaces there): a prefix, read
+            # with line breaks as spaces
+            return full.replace("\n", " ").startswith(shown.replace("\n", " "))
         return full == shown
     if kind in ("edit", "write", "patch") and screen.get("paths") and channel.get("paths"):
-        return bool(set(screen["paths"]) & set(channel["paths"]))
+        return set(screen["paths"]) == set(channel["paths"])
     if kind == "mcp" and screen.get("server") and channel.get("server"):
+        shown_tool, tool = str(screen.get("tool") or ""), str(channel.get("tool") or "")
+        if shown_tool and tool and tool.rsplit("__", 1)[-1] != shown_tool.rsplit("__", 1)[-1]:
+            return False
         return bool(screen["server"] == channel["server"])
+    whole = screen.get("complete") is not False
+    for key in ("url", "directory"):
+        if whole and screen.get(key) and channel.get(key) and str(screen[key]).rstrip("/") != str(channel[key]).rstrip("/"):
+            return False
     return True
+
+
+def _commands(command: Any) -> str:
+    """A shell command with each line's spaces and tabs collapsed (line breaks kept)."""
+    return "\n".join(_WS.sub(" ", line).strip() for line in str(command).strip().split("\n"))

@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from elowen_sdk.screen import screen_hash
+from elowen_sdk.screen import request_identity, screen_hash
 from elowen_sdk.services.agents import DecideError
 
 from .channel import PermissionChannel, Verdict
@@ -228,9 +228,17 @@ class Decisions:
         if kind == "prompt" and decision["payload"].get("channel"):
             if self.channel.is_waiting(decision_id):
                 return self._decide_channel(decision, action, text, settle)
-            # nobody waits for it any more (the daemon restarted): the screen answers it
+            # nobody waits for it any more (the daemon restarted): the screen answers it — and
+            # only if the screen asks what was decided on
+            before = request_identity(decision["payload"].get("request"))
             self.channel.release(decision_id)
             decision = self._open(decision_id)
+            if action != "reject" and request_identity(decision["payload"].get("request")) != before:
+                raise DecideError(
+                    409,
+                    "request_changed",
+                    f"decision {decision_id} is answered on screen now, and the screen asks something else: decide again on what it shows",
+                )
         if kind in ("prompt", "question"):
             if action not in ("approve", "reject", "choice"):
                 raise DecideError(422, "invalid_action", f"a {kind} decision takes approve, reject or choice")

@@ -190,11 +190,18 @@ class MemoryBackend:
         box: list[Any] = []
         kw: dict[int, float] = {}
         if index is not None:  # only a user with vectors has the query embedded
+            failed: list[Exception] = []
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._embed_into, query, box)
-                await trio.sleep(0)  # the embedding's worker thread is started…
+                for _ in range(3):  # best effort: the embedding task gets to start its worker thread…
+                    await trio.lowlevel.checkpoint()
                 if keyword:  # …and the keyword query runs beside it (both release the GIL)
-                    kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id))
+                    try:
+                        kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id))
+                    except Exception as exc:  # raised as itself below, not inside an exception group
+                        failed.append(exc)
+            if failed:
+                raise failed[0]
         elif keyword:
             kw = dict(self.store.keyword(user_id, query, limit=CANDIDATES, project_id=project_id))
         sem: dict[int, float] = {}
@@ -241,6 +248,8 @@ class MemoryBackend:
             box.append(await self.query_vector(query))
         except EmbeddingError as exc:  # keyword recall goes on; the queue logs the provider's failures
             log.debug("query not embedded: %s", exc)
+        except Exception:  # a provider's bug: keyword recall goes on, the daemon log says why
+            log.warning("query not embedded: the embedding provider failed", exc_info=True)
 
     async def _index(self, user_id: int, *, wait: bool) -> VectorIndex | None:
         """The user's loaded vectors of the current model (``None``: no provider, no vectors,

@@ -53,6 +53,14 @@ _MEMORY_FIELDS = (
 )
 
 
+ITEM_COLUMNS = (
+    "id, user_id, text, kind, importance, source, provenance, project_id, conversation_id, message_id, occurred_at, actor,"
+    " created_at, updated_at, last_used_at, use_count, supersedes, superseded_by, superseded_at, superseded_actor, vector_model"
+)
+"""The columns of ``memory_items`` a recall reads (``context``, up to two other texts, is only for
+the keyword index)."""
+
+
 def normalise_text(text: str) -> str:
     """Lower-case, NFKC, whitespace collapsed: the key near-identical texts share."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
@@ -306,7 +314,9 @@ class MemoryStore:
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for r in self.store.query(f"SELECT * FROM memory_items WHERE user_id = ? AND superseded_by IS NULL AND id IN ({marks})", (user_id, *chunk)):
+            for r in self.store.query(
+                f"SELECT {ITEM_COLUMNS} FROM memory_items WHERE user_id = ? AND superseded_by IS NULL AND id IN ({marks})", (user_id, *chunk)
+            ):
                 out[r["id"]] = r
         return out
 
@@ -389,7 +399,8 @@ class MemoryStore:
         return kept
 
     def doc_count(self, term: str) -> int:
-        """How many memories (of every user, any version) FTS5 matches for the word ``term``
+        """How many memories (of every user, any version) FTS5 matches for the word ``term`` in
+        their text or their context (the documents a keyword query touches)
         (after its porter stemming, so ``meeting`` counts ``meet``). Cached per term for
         :data:`DOC_COUNT_TTL` seconds or until :data:`DOC_COUNT_WRITES` writes; the count is
         only a cost estimate, so a slightly old one is fine."""
@@ -397,7 +408,7 @@ class MemoryStore:
         hit = self._doc_counts.get(term)
         if hit is not None and now - hit[1] < DOC_COUNT_TTL:
             return hit[0]
-        row = self.store.query_one("SELECT count(*) AS n FROM memory_fts WHERE memory_fts MATCH ?", (f'text : "{term}"',))
+        row = self.store.query_one("SELECT count(*) AS n FROM memory_fts WHERE memory_fts MATCH ?", (f'"{term}"',))
         count = int(row["n"]) if row else 0
         if len(self._doc_counts) > 50_000:
             self._doc_counts.clear()

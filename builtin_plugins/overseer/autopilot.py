@@ -34,6 +34,7 @@ from typing import Any, TypeVar, cast
 import trio
 
 from elowen_sdk.contracts import contract_name
+from elowen_sdk.screen import request_identity
 from elowen_sdk.services.agents import AgentsService, DecisionsService
 from elowen_sdk.services.missions import DecisionPath, DecisionRequest, Proposal
 from elowen_sdk.services.tasks import TasksService
@@ -65,6 +66,10 @@ class _Held:
 
     path: str | None = None
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    judged: Any = None
+    """The decision's ``payload.request`` when its path was asked (``None``: not asked yet): an
+    answer is carried out only for that request (a permission channel taking the decision over,
+    or handing it back to the screen, changes it)."""
 
 
 class Autopilot:
@@ -290,6 +295,9 @@ class Autopilot:
         mission, level = self.level_for(decision)
         if not level:
             return None
+        held = self._held.get(decision_id)
+        if held is not None:
+            held.judged = decision["payload"].get("request")
         return self._request(decision, mission, level, self.checkout(decision)[0])
 
     async def process(self, decision_id: int, held: _Held) -> bool:
@@ -329,6 +337,7 @@ class Autopilot:
             held.path = None
             return True  # waits for a human, or for a path to be enabled
         held.path = path.name
+        held.judged = decision["payload"].get("request")
         try:
             proposal = await path.propose(request)
         except Exception as exc:
@@ -353,6 +362,17 @@ class Autopilot:
         reviews_left = True
         if decision["kind"] == "review" and self.reviews is not None and decision.get("task_id") is not None:
             reviews_left = self.reviews.rejections(int(decision["task_id"])) < self.config.max_review_rejections
+        held = self._held.get(decision_id)
+        if decision["kind"] == "prompt" and proposal.action in APPROVALS:
+            if held is not None and held.judged is not None and request_identity(decision["payload"].get("request")) != request_identity(held.judged):
+                # what was judged is not what an approval would now answer: a human decides
+                return await self.escalate(
+                    decision_id, "the request changed while it was being judged; a human decides on what it asks now", by=f"overseer:{proposal.source}"
+                )
+            checkout, home = self.checkout(decision)
+            reasons = destructive_reasons(decision, checkout=checkout, home=home, elowen_home=self.elowen_home())
+            if reasons:  # the rules hold for every path's answer, on the request as it is now
+                return await self.escalate(decision_id, "destructive: " + "; ".join(reasons), by="overseer:rules", confidence=1.0)
         missing = not_understood(decision)
         if missing and proposal.action in APPROVALS:  # rule 1 holds for every path's answer
             return await self.escalate_not_understood(decision, missing, f"overseer:{proposal.source}")

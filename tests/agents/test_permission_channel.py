@@ -102,6 +102,18 @@ def test_a_screen_request_matches_the_channel_request_it_shows() -> None:
     # shown whole on screen, it must be the whole command: a longer channel command is another request
     assert not same_request({"kind": "bash", "command": "echo a long command", "complete": True}, channel)
     assert not same_request({"kind": "bash", "command": "echo hi", "complete": True}, {"kind": "bash", "command": "echo hi && rm -rf ~"})
+    # a line break separates commands: never read as a space
+    assert not same_request({"kind": "bash", "command": "echo hi rm -rf ~", "complete": True}, {"kind": "bash", "command": "echo hi\nrm -rf ~"})
+    assert same_request({"kind": "bash", "command": "echo hi\nls", "complete": True}, {"kind": "bash", "command": "echo hi\nls"})
+    # edits: the same files, not just one in common
+    assert same_request({"kind": "edit", "paths": ["/r/a"]}, {"kind": "edit", "paths": ["/r/a"]})
+    assert not same_request({"kind": "edit", "paths": ["/r/a"]}, {"kind": "edit", "paths": ["/r/a", "/home/u/.bashrc"]})
+    # MCP: the same server and tool
+    assert not same_request({"kind": "mcp", "server": "gh", "tool": "get_issue"}, {"kind": "mcp", "server": "gh", "tool": "mcp__gh__delete_repo"})
+    # a URL shown whole must be the URL
+    fetch = {"kind": "fetch", "url": "https://docs.python.org/", "complete": True}
+    assert same_request(fetch, {"kind": "fetch", "url": "https://docs.python.org"})
+    assert not same_request(fetch, {"kind": "fetch", "url": "https://evil.example/?k=S"})
     assert not same_request({"kind": "bash", "command": "echo other"}, channel)
     assert not same_request({"kind": "edit", "paths": ["/r/a"]}, channel)
     assert same_request({"kind": "mcp", "server": "elowen", "tool": "close"}, {"kind": "mcp", "server": "elowen", "tool": "mcp__elowen__close"})
@@ -221,3 +233,44 @@ async def test_a_released_decision_is_judged_on_what_the_screen_shows(tmp_path: 
         assert verdict == "none" and d is not None and d["status"] == "pending"
         assert d["payload"]["request"] == cut and d["payload"]["request"]["complete"] is False
         assert d["payload"]["channel_request"]["command"] == _raw(screen)["command"]
+
+
+async def test_a_released_decision_whose_screen_request_was_not_read_is_not_understood(tmp_path: Path, socket_name: str) -> None:
+    async with world(tmp_path, socket_name) as w:
+        task_id = w.create_task()
+        [screen] = await pending(w, task_id)
+        decisions = w.agents.decisions
+        row = w.agents.session_store.latest_for_task(task_id)
+        decisions.open_permission(task_id=task_id, session=row, raw=_raw(screen), channel="hook", cli="claude")
+        d = decisions.store.get(screen["id"])
+        decisions.store.repoint(screen["id"], {**d["payload"], "screen_request": None})  # linked to a dialog whose request was not read
+        verdict, _, after = await decisions.channel.wait(screen["id"], 0.3)
+        assert verdict == "none" and after is not None and after["status"] == "pending"
+        assert after["payload"]["request"]["complete"] is False  # never approved automatically
+        assert after["payload"]["channel_request"]["command"] == _raw(screen)["command"]
+
+
+async def test_a_verdict_on_an_orphaned_channel_decision_is_refused_when_the_screen_asks_otherwise(tmp_path: Path, socket_name: str) -> None:
+    """After a restart (nobody waits for the channel decision) an approval is carried out by
+    keys only when the screen asks what was decided on; else 409 ``request_changed`` and the
+    decision stays open, now showing the screen's request."""
+    from elowen_sdk.services.agents import DecideError
+
+    async with world(tmp_path, socket_name) as w:
+        task_id = w.create_task()
+        [screen] = await pending(w, task_id)
+        decisions = w.agents.decisions
+        cut = {**screen["payload"]["request"], "command": "echo hello-from", "complete": False, "missing": ["command"]}
+        decisions.store.repoint(screen["id"], {**screen["payload"], "request": cut})
+        row = w.agents.session_store.latest_for_task(task_id)
+        decisions.open_permission(task_id=task_id, session=row, raw=_raw(screen), channel="hook", cli="claude")
+        decisions.channel._waiting.clear()  # what a restart leaves: the row, no waiter
+        with pytest.raises(DecideError) as err:
+            await w.agents.decide(screen["id"], "approve", decided_by="overseer:relay:m")
+        assert err.value.status == 409 and err.value.code == "request_changed"
+        after = decisions.store.get(screen["id"])
+        assert after["status"] == "pending" and after["payload"]["request"] == cut
+        await trio.sleep(0.3)
+        assert [e for e in w.log_events() if e["event"] == "key"] == []  # nothing typed
+        decided = await w.agents.decide(screen["id"], "approve", decided_by="user:1")  # decided again on what the screen shows
+        assert decided["status"] == "approved" and decided["answer"]["keys"] == ["1"]

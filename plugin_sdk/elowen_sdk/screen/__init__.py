@@ -33,7 +33,7 @@ from importlib import resources
 
 from ._model import ANSWERABLE_STATES, STATES, Classification, PatternError
 from ._patterns import PatternSet
-from ._request import KINDS, REQUIRED, kind_of, normalize_request, resolve_path
+from ._request import KINDS, REQUIRED, kind_of, normalize_request, request_identity, resolve_path
 from ._text import focused_label, screen_hash, strip_ansi, struck_text
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "load_patterns",
     "normalize_request",
     "patterns_text",
+    "request_identity",
     "resolve_path",
     "screen_hash",
     "strip_ansi",

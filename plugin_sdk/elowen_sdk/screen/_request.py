@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["KINDS", "REQUIRED", "kind_of", "normalize_request", "resolve_path"]
+__all__ = ["KINDS", "REQUIRED", "kind_of", "normalize_request", "request_identity", "resolve_path"]
 
 KINDS: tuple[str, ...] = ("bash", "edit", "write", "fetch", "directory", "mcp", "patch", "network", "other")
 """Every request ``kind``."""
@@ -202,3 +202,30 @@ def normalize_request(raw: Mapping[str, Any] | None, *, cwd: str | None = None, 
     out["missing"] = missing
     out["complete"] = not missing
     return out
+
+
+def request_identity(request: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What an answer to ``request`` (a :func:`normalize_request` result) approves: kind, the
+    command (runs of spaces and tabs as one space; line breaks kept, they separate commands),
+    the paths, URL (no trailing ``/``), directory, MCP server and tool (its last ``__`` part:
+    Claude Code 2.1.197 shows ``close`` for the tool ``mcp__elowen__close``), and ``complete``.
+    Two readings of one request (its screen rendering, its channel data) have the same identity;
+    a decision whose identity changed after it was judged must be judged again. ``()`` for
+    ``None``."""
+    if not isinstance(request, Mapping):
+        return ()
+    command = request.get("command")
+    if command is not None:
+        command = "\n".join(re.sub(r"[ \t]+", " ", line).strip() for line in str(command).strip().split("\n"))
+    url = request.get("url")
+    tool = str(request.get("tool") or "") if request.get("kind") == "mcp" else ""
+    return (
+        request.get("kind"),
+        command,
+        tuple(sorted(str(p) for p in request.get("paths") or ())),
+        str(url).rstrip("/") if url else None,
+        request.get("directory"),
+        request.get("server"),
+        tool.rsplit("__", 1)[-1] or None,
+        bool(request.get("complete")),
+    )

@@ -51,7 +51,7 @@ class DecideError(ElowenError):
             prompt no longer on screen / agent busy / not supervised, 422 an action or choice
             that does not fit the decision.
         code: a short error code (``not_found``, ``already_decided``, ``prompt_gone``,
-            ``agent_busy``, ``not_supervised``, ``invalid_action``, ``bad_choice``,
+            ``agent_busy``, ``not_supervised``, ``request_changed``, ``invalid_action``, ``bad_choice``,
             ``not_answerable``).
         message: a sentence for humans.
     """
