@@ -91,7 +91,7 @@ A term whose every form is that common alone is left out; such words carry littl
 CONTEXT_WEIGHT = 0.4
 """BM25 weight of a memory's ``context`` column (its conversation neighbours' text) against its
 own text's 1.0: a question often names words of the turn before or after the one that answers
-it. Tuned on the LoCoMo dev half (``bench/memory.py``: blended recall@6 0.65 → 0.71 with it)."""
+it. Tuned on the LoCoMo dev half (``bench/memory.py``: blended recall@6 0.652 → 0.708 with it)."""
 
 DOC_COUNT_TTL = 600.0
 """Seconds a term's cached document count is trusted (see :meth:`MemoryStore.doc_count`)."""
