@@ -507,16 +507,26 @@ class Lifecycle:
         await self.tmux().kill(name)
 
     async def janitor(self) -> None:
-        """End the sessions of closed, cancelled or deleted tasks and revoke their tokens."""
+        """End the sessions of closed, cancelled, deleted or reopened tasks and revoke their
+        tokens. An ``open`` task never has a running agent of its own (the scheduler claims it
+        and starts one in one transaction; a relaunch ends the old session first), so a running
+        session of an open task is one left from before a close and a quick reopen: it is ended,
+        and the scheduler then starts the task afresh (it never starts a second agent beside
+        a running one)."""
         tasks = self.tasks()
+        ended = False
         for row in self.sessions.running():
             task = tasks.exists(int(row["task_id"]))
-            if task is not None and task["state"] not in ("closed", "cancelled"):
+            if task is not None and task["state"] not in ("closed", "cancelled", "open"):
                 continue
             state = task["state"] if task else "deleted"
+            why = "task reopened" if state == "open" else f"task {state}"
             self._capture_cli_session(row)
-            await self._end_session(row["session"], int(row["task_id"]), "ended", f"task {state}")
-            self._publish("agent.exited", {**agent_data(row), "reason": f"task {state}"}, row["task_id"])
+            await self._end_session(row["session"], int(row["task_id"]), "ended", why)
+            self._publish("agent.exited", {**agent_data(row), "reason": why}, row["task_id"])
+            ended = ended or state == "open"
+        if ended:
+            self._wake()
 
 
 def _epoch(iso: str | None) -> float | None:

@@ -131,9 +131,13 @@ def on_event(ctx: Any, event: Any) -> None:
     elif event.type == "plugin.enabled" and provides_executors(ctx, event.data.get("name")):
         if entry[1].ready.is_set():  # before that, run() adopts them all anyway
             entry[1]._start(entry[1].lifecycle.adopt)  # agents of its executors waited for it
-    elif event.type in ("task.cancelled", "task.deleted"):
+    elif event.type in ("task.cancelled", "task.deleted", "task.closed"):
         entry[1]._start(entry[1].lifecycle.janitor)  # end its agent now, not at the next janitor run
+        if event.type in _WAKE_EVENTS:
+            entry[1].wake()
     elif event.type in _WAKE_EVENTS or (
         event.type == "task.updated" and "state" in event.data.get("changed", ()) and event.data.get("task", {}).get("state") == "open"
     ):
+        if event.type == "task.updated":
+            entry[1]._start(entry[1].lifecycle.janitor)  # an agent left from before a close and reopen ends first
         entry[1].wake()

@@ -114,6 +114,8 @@ class Scheduler:
                 return None
             if current["state"] != "open":
                 return None
+            if self.sessions.list_sessions(task_id=task_id, state="running"):
+                return None  # an agent of it still runs (it is being ended): never a second one beside it
             workdir = tasks.project_path(task_id)
             if workdir is None:
                 return None

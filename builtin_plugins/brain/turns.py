@@ -95,7 +95,10 @@ async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call:
     tool = table.get(call.name)
     if tool is None:
         return f"error: unknown tool {call.name!r}"
-    hook_call = ToolCall(tool.name, dict(call.arguments), conversation_id=str(session.id), user=str(env.user_id or ""), projects=_scope_of(env))
+    # arguments starting with "_" are the host's (plugins stamp the caller as `_caller` through
+    # the tool_call hook): never taken from the model, so a failed hook cannot let one through
+    model_args = {k: v for k, v in dict(call.arguments).items() if not str(k).startswith("_")}
+    hook_call = ToolCall(tool.name, model_args, conversation_id=str(session.id), user=str(env.user_id or ""), projects=_scope_of(env))
     if service.bus_has("before_tool_call"):
         hook_call = await service.ctx.mutate("before_tool_call", call=hook_call)
     args = dict(hook_call.arguments)

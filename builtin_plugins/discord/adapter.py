@@ -323,7 +323,7 @@ class DiscordAdapter:
                         approval_command(item.text),
                         on_delta=stream.feed,
                         projects=self._narrowing(decision),
-                        model=self.channel_models.get(f"{item.channel_id}:{item.author_id}"),
+                        model=self._model_for(item.channel_id, item.author_id, user_id),
                     )
                 except ValueError as exc:
                     replies = [f"Sorry, that did not work: {exc}."]
@@ -372,7 +372,7 @@ class DiscordAdapter:
             await answer(f"Model here: `{current}`. You may choose:\n{listing}\nUse `/model model:<name>`.")
             return
         if item.value.lower() == "default":
-            self.channel_models.pop(key, None)
+            self.channel_models[key] = ""  # "" puts the conversation back on the default at the next turn
             self._save_models()
             await answer("This channel's conversation is back to the default model.")
             return
@@ -383,6 +383,15 @@ class DiscordAdapter:
         self._save_models()
         self._audit("discord.model", "ok", {"channel": str(item.channel_id), "user_id": user_id, "model": item.value})
         await answer(f"This channel's conversation now uses `{item.value}` (from your next message).")
+
+    def _model_for(self, channel_id: Any, author_id: Any, user_id: int) -> str | None:
+        """The model this channel's turn asks for: the sender's ``/model`` choice while it is
+        still one they may use (a demotion, a model taken off the list or a relinked account
+        ends it: ``""``, the default), ``None`` when they never chose."""
+        spec = self.channel_models.get(f"{channel_id}:{author_id}")
+        if not spec:
+            return spec
+        return spec if spec in self.allowed_models(user_id) else ""
 
     def allowed_models(self, user_id: int) -> list[str]:
         """The model specs Elowen user ``user_id`` may pick with ``/model``: the ``models``

@@ -367,3 +367,20 @@ async def test_spawn_session_starts_a_cli_outside_the_scheduler(tmp_path: Path, 
         await w.kernel.registry.configure("claude-code", {"binary": "claude-not-installed-here"})
         with pytest.raises(SpawnError, match="not installed"):
             await w.agents.spawn_session("elowen-ov-m1-3", "claude:fake", prompt="x", cwd=str(work), env={})
+
+
+async def test_close_then_reopen_at_once_never_runs_two_agents(tmp_path: Path, socket_name: str) -> None:
+    """A task closed and reopened before the janitor ran: its old agent is ended (``task
+    reopened``) before a new attempt starts; never two running sessions of one task."""
+    async with world(tmp_path, socket_name) as w:
+        task_id = w.create_task()
+        await pending(w, task_id)
+        first = w.sessions(task_id)[0]
+        w.tasks.close(task_id, "done", ["test"])
+        w.tasks.update(task_id, {"state": "open"})  # in the same trio step: no janitor ran between
+        both = await until(lambda: (s := w.sessions(task_id)) and len(s) == 2 and s, what="a second attempt")
+        old = next(s for s in both if s["session"] == first["session"])
+        new = next(s for s in both if s["session"] != first["session"])
+        assert old["state"] == "ended" and old["end_reason"] == "task reopened"
+        assert old["ended_at"] <= new["started_at"] and new["attempt"] == 2
+        assert w.tmux("has-session", "-t", f"={first['session']}").returncode != 0

@@ -84,6 +84,21 @@ def test_task_titles_refuse_control_characters(world: tuple[DaemonProc, Path]) -
         assert admin.get(f"/tasks/{task['id']}").json()["title"] == "fine title"
 
 
+def test_a_task_in_progress_is_not_reopened_beside_its_agent(world: tuple[DaemonProc, Path]) -> None:
+    """Reopening a running task would start a second agent beside the first: 409, nothing
+    changed; cancelled first, it reopens."""
+    d, tmp = world
+    with d.admin() as admin:
+        pid = make_project(admin, tmp / "reopen", "reopen")
+        task = admin.post("/tasks", json={"title": "busy", "project_id": pid}).json()
+        assert admin.patch(f"/tasks/{task['id']}", json={"state": "in_progress"}).status_code == 200
+        err = assert_error_shape(admin.patch(f"/tasks/{task['id']}", json={"state": "open"}), 409)
+        assert err["code"] == "task_conflict" and "cancel it first" in err["message"]
+        assert admin.get(f"/tasks/{task['id']}").json()["state"] == "in_progress"
+        assert admin.post(f"/tasks/{task['id']}/cancel").status_code == 200
+        assert admin.patch(f"/tasks/{task['id']}", json={"state": "open"}).json()["state"] == "open"
+
+
 def test_delete_project_refuses_unfinished_tasks_unless_forced(world: tuple[DaemonProc, Path]) -> None:
     d, tmp = world
     with d.admin() as admin:

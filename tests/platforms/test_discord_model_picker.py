@@ -64,6 +64,24 @@ async def test_model_picker_lists_allowed_models_and_sets_the_channel_model(tmp_
         assert [r.body["model"] for r in env.model.requests if r.body.get("tools")] == ["small"]
         assert env.audit("discord.model")[0]["outcome"] == "ok"
 
+        # `/model default` really puts the conversation back on the default model
+        iid = server.interaction(ALICE, "model", {"model": "default"})
+        await until(lambda: server.callbacks(iid), what="the reset")
+        env.script(fallback=Reply(text="Answered by the default."))
+        server.message(ALICE, "and now?", mention=True)
+        await until(lambda: "Answered by the default." in replies_in(server, CHANNEL), what="the reply on the default")
+        assert [r.body["model"] for r in env.model.requests if r.body.get("tools")] == ["small", "test-model"]
+
+        # a choice taken off the list is not used any more, though it was stored
+        iid = server.interaction(ALICE, "model", {"model": "fake/small"})
+        await until(lambda: server.callbacks(iid), what="the second choice")
+        adapter = env.adapter("discord")
+        adapter.config = {**adapter.config, "models": ["fake/test-model"]}
+        env.script(fallback=Reply(text="Answered after the list changed."))
+        server.message(ALICE, "still small?", mention=True)
+        await until(lambda: "Answered after the list changed." in replies_in(server, CHANNEL), what="the reply after the change")
+        assert [r.body["model"] for r in env.model.requests if r.body.get("tools")][-1] == "test-model"
+
 
 async def test_an_unlinked_user_is_refused_ephemerally(tmp_path: Path) -> None:
     async with discord_env(tmp_path, models=MODELS) as (env, server):

@@ -155,18 +155,24 @@ async def get_task(me: Principal, task_id: int) -> dict[str, Any]:
 @api.route("PATCH", "/tasks/<id:task_id>", summary="Change a task (state among allowed transitions)", body=TaskPatch, response=TaskOut, errors=(404, 409))
 async def patch_task(me: Principal, task_id: int, body: TaskPatch) -> dict[str, Any]:
     state = current()
-    _acting_on(state, me, task_id)
+    row = _acting_on(state, me, task_id)
     changes = body.model_dump(exclude_unset=True)
     for key in ("title", "description", "priority", "labels", "deps", "state"):
         if key in changes and changes[key] is None:
             del changes[key]
+    if changes.get("state") == "open" and row["state"] == "in_progress":
+        # its agent is still at work: reopening would start a second one beside it
+        raise Conflict(f"task {task_id} is in progress: cancel it first, then reopen it", code="task_conflict")
     if "deps" in changes:
         _check_refs(state, me, changes["deps"], "dependency")
     if "exec" in changes:
         _check_exec(state, me, changes["exec"])
     with _service_errors(), state.kernel.store.transaction():  # change, event, audit row: one transaction
         task = state.tasks.update(task_id, changes)
-        state.kernel.store.audit(me.actor, "task.update", f"task:{task_id}", "ok", {"fields": sorted(changes)})
+        detail: dict[str, Any] = {"fields": sorted(changes)}
+        if "state" in changes:
+            detail.update({"from": row["state"], "to": task["state"]})
+        state.kernel.store.audit(me.actor, "task.update", f"task:{task_id}", "ok", detail)
     return task
 
 
