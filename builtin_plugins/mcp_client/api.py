@@ -228,6 +228,10 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
 
     def _conn(req: Request) -> ServerConnection:
         uid = _full(req.principal)
+        cfg = rt().find(req.params["name"], uid, _scope_param(req))
+        if cfg is not None and cfg.command and cfg.scope == "user" and not may_run_commands(rt().ctx, uid):
+            # the rule a member's stdio server was added under, re-checked here as on every turn
+            raise HTTPError(403, "forbidden", "a stdio MCP server of yours needs the terminal.run grant")
         conn: ServerConnection | None = rt().connection(req.params["name"], uid, _scope_param(req))
         if conn is None:
             raise HTTPError(404, "not_found", f"no MCP server {req.params['name']!r}")

@@ -254,6 +254,10 @@ def test_revoking_terminal_run_hides_stdio_servers_and_a_removed_user_is_forgott
         # the rule a member's stdio server was added under stops holding: its tools go
         admin.patch(f"/users/{notes.ids['zed']}", json={"tool_grants": ["zcalc.*", "files.read"]}).raise_for_status()
         assert "unknown tool" in chat(notes, "zed", 'call zcalc.add {"a": 1, "b": 1}')
+        with notes.rest("zed") as zed:  # nor does REST start it
+            for path in ("/mcp-servers/zcalc/tools", "/mcp-servers/zcalc/resources"):
+                r = zed.get(path)
+                assert r.status_code == 403 and "terminal.run" in r.text, (path, r.text)
         admin.patch(f"/users/{notes.ids['zed']}", json={"tool_grants": ["*"]}).raise_for_status()
         assert 'tool said: {"result": 4}' in chat(notes, "zed", 'call zcalc.add {"a": 2, "b": 2}')
         folder = user_folder(notes, "zed")
