@@ -20,7 +20,7 @@ alone (its FTS5 table over the stored, enriched text, porter stemming, stopwords
 ``dense`` — the plugin's vectors alone; ``blended`` — the plugin's ranking. The ratios of
 blended to each baseline are printed and kept in ``meta``.
 
-Run: ``.venv/bin/python bench/memory.py PATH [--json] [--limit-conversations N]``; with
+Run: ``.venv/bin/python bench/memory.py PATH [--json] [--limit-conversations N] [--query-precision int8|float32]``; with
 ``--json`` the last line is ``{"bm25": {...}, "dense": {...}, "blended": {...}}``, each with
 ``recall_at_6``, ``mrr`` and ``by_category`` (plus ``bm25_elowen`` and ``meta``: counts, timings
 and ratios).
@@ -146,11 +146,11 @@ def _store(cache: Path | None, texts: list[str], vectors: list[Any]) -> None:
         np.save(cache / f"{_key(texts)}.npy", np.stack(vectors))
 
 
-async def run(path: Path, limit: int | None, cache: Path | None = None) -> dict[str, Any]:
+async def run(path: Path, limit: int | None, cache: Path | None = None, query_precision: str = "int8") -> dict[str, Any]:
     data = json.loads(path.read_text())
     if limit:
         data = data[:limit]
-    embedder = LocalEmbedder(threads=2)
+    embedder = LocalEmbedder(threads=2, query_precision=query_precision)
     t0 = time.perf_counter()
     await embedder.load()
     load_s = time.perf_counter() - t0
@@ -219,6 +219,7 @@ async def run(path: Path, limit: int | None, cache: Path | None = None) -> dict[
         "memories": embedded,
         "questions": len([s for cat in sums["bm25"].values() for s in cat]),
         "model_load_s": round(load_s, 2),
+        "query_embedding": f"{embedder.query_backend} {embedder.query_precision}",
         "embed_memories_per_s": round(embedded_timed / embed_s, 1) if embed_s else None,
     }
     for base in BASELINES:
@@ -233,15 +234,18 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     parser.add_argument("--limit-conversations", type=int, default=None, help="only the first N conversations (a quick look)")
     parser.add_argument("--cache", type=Path, default=None, help="keep the memories' vectors in this folder and reuse them (outside the project)")
+    parser.add_argument(
+        "--query-precision", choices=("int8", "float32"), default="int8", help="the query model on ONNX Runtime (the plugin's embedding_query_precision)"
+    )
     args = parser.parse_args()
-    report = trio.run(run, args.path, args.limit_conversations, args.cache)
+    report = trio.run(run, args.path, args.limit_conversations, args.cache, args.query_precision)
     for mode in MODES:
         r = report[mode]
         cats = "  ".join(f"c{c}:{v['recall_at_6']:.3f}/{v['mrr']:.3f}" for c, v in r["by_category"].items())
         print(f"{mode:11s} recall@6 {r['recall_at_6']:.3f}  MRR {r['mrr']:.3f}  ({cats})  {r['query_ms_mean']} ms/query")
     m = report["meta"]
     print(
-        f"{m['conversations']} conversations, {m['memories']} memories, {m['questions']} questions; model load {m['model_load_s']} s; "
+        f"{m['conversations']} conversations, {m['memories']} memories, {m['questions']} questions; model load {m['model_load_s']} s; queries on {m['query_embedding']}; "
         f"embedding {m['embed_memories_per_s']} memories/s"
     )
     for base in BASELINES:

@@ -14,10 +14,11 @@
 2. Embedding-queue throughput: ``drain_once`` over 512 fresh memories with the embedded model
    (memories per second, batches of 32).
 
-Each size is run once per query backend (``--query-backends auto,torch``: ONNX Runtime, then
-sentence-transformers' torch path as the baseline of the same run).
+Each size is run once per query backend (``--query-backends int8,float32,torch``: ONNX Runtime
+with the int8 query model (the plugin's default), ONNX Runtime with the float export, then
+sentence-transformers' torch path, as the baselines of the same run).
 
-Run: ``.venv/bin/python bench/memory_latency.py [--sizes 1000,10000,100000] [--queries 200] [--query-backends auto,torch]``
+Run: ``.venv/bin/python bench/memory_latency.py [--sizes 1000,10000,100000] [--queries 200] [--query-backends int8,float32,torch]``
 """
 
 from __future__ import annotations
@@ -135,19 +136,21 @@ async def throughput(embedder: LocalEmbedder, count: int = 512) -> float:
 async def main(sizes: list[int], queries: int, backends: list[str]) -> None:
     embedders = {}
     for name in backends:
-        embedder = LocalEmbedder(threads=1, query_backend=name)
+        if name not in ("int8", "float32", "torch"):
+            raise SystemExit(f"--query-backends: int8, float32 or torch, got {name!r}")
+        embedder = LocalEmbedder(threads=1, query_backend="torch" if name == "torch" else "auto", query_precision="int8" if name == "int8" else "float32")
         t0 = time.perf_counter()
         await embedder.load()
         embedders[name] = embedder
         print(
-            f"query backend {name}: {embedder.query_backend} ({embedder.query_backend_reason}); model load {time.perf_counter() - t0:.1f} s; "
+            f"query backend {name}: {embedder.query_backend} {embedder.query_precision} ({embedder.query_backend_reason}); model load {time.perf_counter() - t0:.1f} s; "
             f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
         )
     for size in sizes:
         for embedder in embedders.values():  # the baseline (torch) in the same run, size by size
             r = await latency(size, queries, embedder)
             print(
-                f"{r['memories']:>7} memories, query on {embedder.query_backend:<11}: recall p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms "
+                f"{r['memories']:>7} memories, query on {embedder.query_backend + ' ' + embedder.query_precision:<19}: recall p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms "
                 f"(CPU time p50 {r['cpu_p50_ms']}, p99 {r['cpu_p99_ms']} ms; first after start {r['first_ms']} ms, keyword only; "
                 f"vectors loaded in the background in {r['vector_load_s']} s; timed recalls without vectors: {r['dense_skipped']}); "
                 f"query embedding alone p50 {r['query_embedding_p50_ms']} ms; retrieval without it p50 {r['retrieval_p50_ms']} ms, "
@@ -163,6 +166,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--query-backends", default="auto,torch", help="query embedding backends to compare (auto: ONNX Runtime when it loads)")
+    parser.add_argument("--query-backends", default="int8,float32,torch", help="query embedding backends to compare: int8 and float32 (ONNX Runtime), torch")
     args = parser.parse_args()
     trio.run(main, [int(s) for s in args.sizes.split(",")], args.queries, args.query_backends.split(","))

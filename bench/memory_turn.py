@@ -2,8 +2,9 @@
 case: a real kernel with the brain plugin, an in-process model that answers at once, two model
 calls and one tool call per turn; model time excluded). With memory: the user has 500 memories,
 recalled at each turn start by the ``turn_context`` hook — keyword only (no provider), and with
-the embedded model (the query embedded per turn, each turn a new text) on ONNX Runtime and, as
-the same run's baseline, on torch. Target: ≤ +10 ms median.
+the embedded model (the query embedded per turn, each turn a new text) on ONNX Runtime as
+configured by default (int8 query model, 2 query threads) and, as the same run's baselines, the
+float32 export and torch. Target: ≤ +10 ms median.
 
 Run: ``.venv/bin/python bench/memory_turn.py [--turns N]``
 """
@@ -56,6 +57,7 @@ async def overhead(mode: str, turns: int) -> dict[str, Any]:
             "memory": {
                 "embedding_provider": "none" if mode == "keyword" else "local",
                 "embedding_query_backend": "torch" if mode == "local-torch" else "auto",
+                "embedding_query_precision": "float32" if mode == "local-float32" else "int8",
                 "embed_interval": 3600,
                 "recall_budget_ms": 5000,
             }
@@ -69,7 +71,7 @@ async def overhead(mode: str, turns: int) -> dict[str, Any]:
                 backend.store.add_many(uid, ({"text": _sentence(rng)} for _ in range(500)), actor="bench")
                 if mode.startswith("local"):
                     await backend.embedder.load()
-                    print(f"  {mode}: queries embedded on {backend.embedder.query_backend}", flush=True)
+                    print(f"  {mode}: queries embedded on {backend.embedder.query_backend} ({backend.embedder.query_precision})", flush=True)
                     while await drain_once(backend.store, backend.embedder, batch=64, max_batches=64):
                         pass
             service = kernel.contributions.get("service", "brain").obj.obj
@@ -99,13 +101,13 @@ def main() -> None:
     base = None
     base_cpu = 0.0
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    for mode in ("off", "keyword", "local", "local-torch"):
+    for mode in ("off", "keyword", "local", "local-float32", "local-torch"):
         r = trio.run(overhead, mode, args.turns)
         if base is None:
             base, base_cpu = r["median_ms"], r["cpu_median_ms"]
         extra = "" if mode == "off" else f" (+{r['median_ms'] - base:.2f} ms)"
         cpu = f"CPU time median {r['cpu_median_ms']:.2f} ms" + ("" if mode == "off" else f" (+{r['cpu_median_ms'] - base_cpu:.2f} ms)")
-        print(f"memory {mode:11s}: turn median {r['median_ms']:.2f} ms{extra}, p95 {r['p95_ms']:.2f} ms, {cpu} over {args.turns} turns")
+        print(f"memory {mode:13s}: turn median {r['median_ms']:.2f} ms{extra}, p95 {r['p95_ms']:.2f} ms, {cpu} over {args.turns} turns")
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 

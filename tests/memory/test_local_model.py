@@ -46,7 +46,7 @@ async def test_local_model_embeds_and_recalls_paraphrases(tmp_path: Path) -> Non
 def test_one_query_is_embedded_as_sentence_transformers_embeds_it() -> None:
     from elowen_builtins.memory.embeddings import LocalEmbedder
 
-    embedder = LocalEmbedder()
+    embedder = LocalEmbedder(query_precision="float32")  # the exact query path (int8 is tests/memory/test_local_onnx.py)
     model = embedder._load()
     texts = ["hi", "Where is my staging server, and which rack holds the backup box?", "word " * 400]  # the last is truncated
     for text in texts:
