@@ -112,9 +112,11 @@ class ApprovalBroker:
 
     async def approve(self, env: ToolEnv, tool: str, args: Mapping[str, Any], policy: Policy) -> dict[str, Any]:
         """Ask the user about a tool call and wait; returns the decided record (``state``
-        ``allowed``, ``rejected`` or ``expired``). Cancelling the wait expires it."""
+        ``allowed``, ``rejected`` or ``expired``). Cancelling the wait expires it. The record
+        shows the model's arguments, not the host's ``_``-prefixed ones (caller stamps)."""
+        shown = {k: v for k, v in args.items() if not str(k).startswith("_")}
         record = self.db.add_pending(
-            cid=env.session.id, user_id=env.user_id, kind="approval", tool=tool, arguments=args, destructive=policy.destructive, reasons=policy.reasons
+            cid=env.session.id, user_id=env.user_id, kind="approval", tool=tool, arguments=shown, destructive=policy.destructive, reasons=policy.reasons
         )
         return await self._wait(env.session, record)
 

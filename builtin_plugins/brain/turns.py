@@ -109,7 +109,7 @@ async def _run_tool(service: BrainService, session: Session, env: ToolEnv, call:
             "phase": "call",
             "id": call.id,
             "tool": tool.name,
-            "arguments": args,
+            "arguments": {k: v for k, v in args.items() if not str(k).startswith("_")},  # not the host's stamps
             "policy": policy.action,
             "destructive": policy.destructive,
             "reasons": list(policy.reasons),

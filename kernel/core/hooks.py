@@ -91,6 +91,14 @@ def _safe_repr(value: Any, limit: int = 200) -> str:
         return f"<unrepresentable {type(value).__name__}: repr raised {type(exc).__name__}>"
 
 
+def _redact_host_args(value: Any) -> Any:
+    """``value`` with the values of its ``_``-prefixed keys (the host's tool arguments, such as
+    the ``_caller`` stamp plugins sign) replaced by ``"…"`` when it is a dict."""
+    if isinstance(value, dict) and any(isinstance(k, str) and k.startswith("_") for k in value):
+        return {k: ("…" if isinstance(k, str) and k.startswith("_") else v) for k, v in value.items()}
+    return value
+
+
 @dataclass(slots=True)
 class _Impl:
     plugin: str
@@ -452,8 +460,9 @@ class HookBus:
         except Exception as exc:
             self._audit(impl.plugin, action, impl.hook, "invalid", {"error": _describe(exc)[:500]})
             return obj
-        # turn context may be a user's private text (recalled memories): audit its size only
-        value = {"chars": len(str(patch.value))} if target == "turn_context" else _safe_repr(patch.value)
+        # turn context may be a user's private text (recalled memories): audit its size only;
+        # a tool call's host arguments (``_caller`` stamps, signed per plugin enable): names only
+        value = {"chars": len(str(patch.value))} if target == "turn_context" else _safe_repr(_redact_host_args(patch.value))
         self._audit(impl.plugin, action, impl.hook, "applied", {"op": str(patch.op)[:50], "value": value})
         return new
 

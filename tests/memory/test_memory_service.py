@@ -146,6 +146,9 @@ async def test_tools_act_for_the_stamped_user_only(kernel: Any) -> None:
     with pytest.raises(Exception, match="signed-in user"):
         await call(save, **await stamped("memory.save", {"text": "x"}, ""))  # an ownerless turn
     assert [m.text for m in await svc.memories(2)] == ["User two's staging server is stg-9"]
+    kernel.store.flush_audit()
+    rows = kernel.store.query("SELECT detail FROM audit WHERE action = 'hook.mutate:tool_call'")
+    assert rows and all("_caller" in r["detail"] and args["_caller"] not in r["detail"] for r in rows)  # the stamp is not in the audit
 
 
 async def test_every_change_is_audited_without_text(kernel: Any) -> None:
