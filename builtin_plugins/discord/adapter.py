@@ -20,6 +20,12 @@ discarded and a new one IDENTIFYs. Each restart is audited (``discord.watchdog``
 
 Senders: a stranger (no linked Elowen account) gets no answer and is counted
 (:class:`elowen_sdk.platforms.StrangerGate`), except a DM ``link`` when ``pairing`` is on.
+
+``/model`` (the slash command choosing a channel's model) is held to the same rules as a
+message: the role/channel scope (:class:`.scope.RoleScope`) refuses it ephemerally, and one
+sender's interactions are answered one at a time, through the same per-sender locks as their
+messages (a lock of its own per sender, so ``/model`` never waits for a running turn:
+Discord takes an answer only within 3 s).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +52,8 @@ __all__ = ["DiscordAdapter"]
 
 ATTACHMENT_ONLY = "I can only read text here: files and images are not passed to the assistant. Please write your request as text."
 NOT_LINKED = "This Discord account is not linked to Elowen, so there is nothing to choose here."
+INTERACTION_TIMEOUT = 10.0
+"""Seconds one interaction may take, waiting for the sender's earlier ones included."""
 TOO_LONG = "That message is too long for me ({n} characters; at most {limit}). Please shorten it."
 
 
@@ -85,6 +94,8 @@ class DiscordAdapter:
         """Elowen user id → the role prompts of their Discord turn running now."""
         self._limiter = trio.CapacityLimiter(int(cfg.get("max_concurrent_turns", 50)))
         self._locks: dict[str, trio.Lock] = {}
+        """Per-sender locks (:meth:`_one_at_a_time`): ``"<Discord user id>"`` for messages,
+        ``"<Discord user id>/interaction"`` for slash commands."""
         self._thread: AsyncioThread | None = None
         self._bot: DiscordBot | None = None
         self._state_changed = trio.Event()
@@ -179,7 +190,7 @@ class DiscordAdapter:
             gateway_url=str(self.config.get("gateway_url") or "wss://gateway.discord.gg/"),
             on_inbound=lambda item: thread.to_trio(deliver, item),
             on_state=lambda state: thread.to_trio(self._set_state, state),
-            on_interaction=lambda item: thread.to_trio(self._interaction_arrived, item),
+            on_interaction=lambda item: thread.to_trio(self._interaction_arrived, item, thread, bot),
         )
         self._thread, self._bot = thread, bot
         self._set_state("reconnecting" if self.restarts else "connecting")
@@ -275,19 +286,28 @@ class DiscordAdapter:
                 continue
             nursery.start_soon(self._handle_safely, item)
 
-    async def _handle_safely(self, item: Inbound) -> None:
-        lock = self._locks.setdefault(item.author_id, trio.Lock())
+    @asynccontextmanager
+    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
+        """Hold the per-sender lock ``key``, after the tasks already waiting for it (a
+        ``trio.Lock`` is fair); the lock is dropped from :attr:`_locks` once nobody holds or
+        waits for it."""
+        lock = self._locks.setdefault(key, trio.Lock())
         try:
-            async with self._limiter, lock:  # one turn at a time per sender
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._locks.pop(key, None)
+
+    async def _handle_safely(self, item: Inbound) -> None:
+        try:
+            async with self._limiter, self._one_at_a_time(item.author_id):  # one turn at a time per sender
                 with trio.move_on_after(self.turn_timeout) as scope:
                     await self._handle(item)
                 if scope.cancelled_caught:
                     self.log.warning("a turn of sender %s ran over %.0f s; stopped waiting", item.author_id, self.turn_timeout)
         except Exception:
             self.log.exception("handling message %s failed", item.message_id)
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._locks.pop(item.author_id, None)
 
     async def _handle(self, item: Inbound) -> None:
         user_id = self.gateway.linked(item.author_id)
@@ -333,19 +353,39 @@ class DiscordAdapter:
 
     # -- the /model picker -------------------------------------------------------------------
 
-    def _interaction_arrived(self, item: InteractionIn) -> None:
-        if self._nursery is not None:
-            self._nursery.start_soon(self._interaction_safely, item)
-
-    async def _interaction_safely(self, item: InteractionIn) -> None:
+    def _interaction_arrived(self, item: InteractionIn, thread: AsyncioThread, bot: DiscordBot) -> None:
         try:
-            with trio.fail_after(10):
-                await self._interaction(item)
+            if self._nursery is None:
+                raise RuntimeError("the adapter is not running")
+            self._nursery.start_soon(self._interaction_safely, item, thread, bot)
+        except RuntimeError:  # not running, or the nursery closed: nobody will answer it
+            self._forget_interaction(thread, bot, item.key)
+
+    async def _interaction_safely(self, item: InteractionIn, thread: AsyncioThread, bot: DiscordBot) -> None:
+        try:
+            with trio.fail_after(INTERACTION_TIMEOUT):
+                async with self._one_at_a_time(f"{item.author_id}/interaction"):  # one at a time per sender
+                    await self._interaction(item, thread, bot)
         except Exception:
             self.log.exception("answering interaction %s failed", item.key)
+        finally:
+            self._forget_interaction(thread, bot, item.key)  # a no-op once answered
 
-    async def _interaction(self, item: InteractionIn) -> None:
-        thread, bot = self._live()
+    def _forget_interaction(self, thread: AsyncioThread, bot: DiscordBot, key: str) -> None:
+        try:
+            thread.submit(bot.forget(key))
+        except BridgeClosed:
+            pass  # the client is gone, and its pending interactions with it
+
+    @property
+    def pending_interactions(self) -> int:
+        """Interactions the running client holds unanswered (0 without a client)."""
+        bot = self._bot
+        return bot.pending_interactions if bot is not None else 0
+
+    async def _interaction(self, item: InteractionIn, thread: AsyncioThread, bot: DiscordBot) -> None:
+        """Answer one ``/model`` interaction (or its autocomplete) through ``bot``, the client
+        that received it."""
 
         async def answer(text: str | None = None, choices: list[str] | None = None) -> None:
             await thread.call(bot.respond(item.key, text=text, choices=choices), timeout=5)
@@ -359,6 +399,13 @@ class DiscordAdapter:
                 await answer(choices=[])
             else:
                 await answer(NOT_LINKED)
+            return
+        decision = self.scope.decide(role_ids=item.role_ids, channel_id=item.channel_id, direct=item.guild_id is None, account=self._account(user_id))
+        if not decision.allowed:  # the same refusal a message here would get, seen by the sender only
+            if item.autocomplete:
+                await answer(choices=[])
+            else:
+                await answer(decision.reason)
             return
         allowed = self.allowed_models(user_id)
         if item.autocomplete:

@@ -1,9 +1,10 @@
 """The asyncio side: a discord.py 2.x ``Client`` and the few REST calls the adapter makes.
 
 Everything here runs on the private asyncio loop of :class:`.bridge.AsyncioThread`; the trio
-side only calls :meth:`DiscordBot.run`, :meth:`send`, :meth:`edit`, :meth:`drop_connection` and
-:meth:`close` through the bridge, and hears back through the ``on_*`` callbacks (each a plain
-function the bot hands to the bridge's ``to_trio``).
+side only calls :meth:`DiscordBot.run`, :meth:`send`, :meth:`edit`, :meth:`respond`,
+:meth:`forget`, :meth:`drop_connection` and :meth:`close` through the bridge, and hears back
+through the ``on_*`` callbacks (each a plain function the bot hands to the bridge's
+``to_trio``).
 
 Pointing discord.py at another server (the scripted one in the tests, a proxy): discord.py 2.7
 takes the REST base from the class attribute ``discord.http.Route.BASE`` and the first gateway
@@ -80,6 +81,10 @@ class DiscordBot:
         gateway_url: first gateway URL (``wss://gateway.discord.gg/``).
         on_inbound: ``on_inbound(Inbound)``, called on the asyncio thread.
         on_state: ``on_state(state)`` with ``connected`` / ``reconnecting``.
+        on_interaction: ``on_interaction(InteractionIn)``, called on the asyncio thread for each
+            ``/model`` interaction; returns ``False`` when nobody will answer it (the pending
+            interaction is then dropped at once). Whoever handles it must end with
+            :meth:`respond` or :meth:`forget`. ``None``: no slash command is registered.
     """
 
     def __init__(
@@ -90,7 +95,7 @@ class DiscordBot:
         gateway_url: str,
         on_inbound: Callable[[Inbound], None],
         on_state: Callable[[str], None],
-        on_interaction: Callable[[InteractionIn], None] | None = None,
+        on_interaction: Callable[[InteractionIn], object] | None = None,
     ) -> None:
         self._token = token
         self.api_base = api_base
@@ -99,6 +104,7 @@ class DiscordBot:
         self.on_state = on_state
         self.on_interaction = on_interaction
         self._interactions: dict[str, Any] = {}
+        """Interaction id → the ``discord.Interaction`` not yet answered (or forgotten)."""
         self.commands_registered = False
         self.client: Any = None
         self.last_frame = time.monotonic()
@@ -198,21 +204,31 @@ class DiscordBot:
         options = {str(o.get("name")): o for o in data.get("options") or [] if isinstance(o, dict)}
         option = options.get("model") or {}
         key = str(interaction.id)
-        self._interactions[key] = interaction
         user = interaction.user
         roles = tuple(str(r.id) for r in getattr(user, "roles", ()) if interaction.guild_id is None or r.id != interaction.guild_id)
-        self.on_interaction(
-            InteractionIn(
-                key=key,
-                command=str(data.get("name") or ""),
-                value=str(option.get("value") or "").strip(),
-                autocomplete=kind == discord.InteractionType.autocomplete,
-                channel_id=int(interaction.channel_id or 0),
-                guild_id=interaction.guild_id,
-                author_id=str(user.id),
-                role_ids=roles,
-            )
+        item = InteractionIn(
+            key=key,
+            command=str(data.get("name") or ""),
+            value=str(option.get("value") or "").strip(),
+            autocomplete=kind == discord.InteractionType.autocomplete,
+            channel_id=int(interaction.channel_id or 0),
+            guild_id=interaction.guild_id,
+            author_id=str(user.id),
+            role_ids=roles,
         )
+        self._interactions[key] = interaction
+        handed = False
+        try:
+            handed = self.on_interaction(item) is not False
+        finally:
+            if not handed:  # nobody will answer it (trio is gone, or the hand-over raised)
+                self._interactions.pop(key, None)
+
+    @property
+    def pending_interactions(self) -> int:
+        """Interactions received and neither answered (:meth:`respond`) nor forgotten
+        (:meth:`forget`) yet."""
+        return len(self._interactions)
 
     async def respond(self, key: str, *, text: str | None = None, choices: list[str] | None = None) -> None:
         """Answer the pending interaction ``key``: an ephemeral message ``text`` (callback type
@@ -227,6 +243,11 @@ class DiscordBot:
             import discord
 
             await interaction.response.send_message(text or "", ephemeral=True, allowed_mentions=discord.AllowedMentions.none())
+
+    async def forget(self, key: str) -> None:
+        """Drop the pending interaction ``key`` unanswered (Discord shows the sender that the
+        command failed); nothing happens when it was answered already or is unknown."""
+        self._interactions.pop(key, None)
 
     def _channel(self, channel_id: int) -> Any:
         return self.client.get_channel(channel_id) or self.client.get_partial_messageable(channel_id)
