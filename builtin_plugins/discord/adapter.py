@@ -21,11 +21,14 @@ discarded and a new one IDENTIFYs. Each restart is audited (``discord.watchdog``
 Senders: a stranger (no linked Elowen account) gets no answer and is counted
 (:class:`elowen_sdk.platforms.StrangerGate`), except a DM ``link`` when ``pairing`` is on.
 
+One sender's messages are handled one at a time, in the order they arrived
+(:class:`elowen_sdk.platforms.SenderQueues`); different senders' at the same time, up to
+``max_concurrent_turns``.
+
 ``/model`` (the slash command choosing a channel's model) is held to the same rules as a
 message: the role/channel scope (:class:`.scope.RoleScope`) refuses it ephemerally, and one
-sender's interactions are answered one at a time, through the same per-sender locks as their
-messages (a lock of its own per sender, so ``/model`` never waits for a running turn:
-Discord takes an answer only within 3 s).
+sender's interactions are answered one at a time in arrival order (a queue of their own, so
+``/model`` never waits for a running turn: Discord takes an answer only within 3 s).
 """
 
 from __future__ import annotations
@@ -33,15 +36,14 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from elowen_sdk import ElowenError
-from elowen_sdk.platforms import RecentIds, SecretError, StrangerGate, approval_command, chunk_text, read_secret
+from elowen_sdk.platforms import RecentIds, SecretError, SenderQueues, StrangerGate, approval_command, chunk_text, read_secret
 
 from .bot import DiscordBot, Inbound, InteractionIn
 from .bridge import AsyncioThread, BridgeClosed
@@ -53,7 +55,7 @@ __all__ = ["DiscordAdapter"]
 ATTACHMENT_ONLY = "I can only read text here: files and images are not passed to the assistant. Please write your request as text."
 NOT_LINKED = "This Discord account is not linked to Elowen, so there is nothing to choose here."
 INTERACTION_TIMEOUT = 10.0
-"""Seconds one interaction may take, waiting for the sender's earlier ones included."""
+"""Seconds answering one interaction may take (after the sender's earlier ones)."""
 TOO_LONG = "That message is too long for me ({n} characters; at most {limit}). Please shorten it."
 
 
@@ -93,9 +95,10 @@ class DiscordAdapter:
         self.role_prompts: dict[str, tuple[str, ...]] = {}
         """Elowen user id → the role prompts of their Discord turn running now."""
         self._limiter = trio.CapacityLimiter(int(cfg.get("max_concurrent_turns", 50)))
-        self._locks: dict[str, trio.Lock] = {}
-        """Per-sender locks (:meth:`_one_at_a_time`): ``"<Discord user id>"`` for messages,
-        ``"<Discord user id>/interaction"`` for slash commands."""
+        self._senders: SenderQueues[Inbound] = SenderQueues(self._handle_safely)
+        """Per-sender message queues, by Discord user id."""
+        self._interacting: SenderQueues[tuple[InteractionIn, AsyncioThread, DiscordBot]] = SenderQueues(self._interaction_safely)
+        """Per-sender slash-command queues, by Discord user id."""
         self._thread: AsyncioThread | None = None
         self._bot: DiscordBot | None = None
         self._state_changed = trio.Event()
@@ -284,24 +287,11 @@ class DiscordAdapter:
         async for item in receive:
             if self.recent.seen(item.message_id):
                 continue
-            nursery.start_soon(self._handle_safely, item)
-
-    @asynccontextmanager
-    async def _one_at_a_time(self, key: str) -> AsyncIterator[None]:
-        """Hold the per-sender lock ``key``, after the tasks already waiting for it (a
-        ``trio.Lock`` is fair); the lock is dropped from :attr:`_locks` once nobody holds or
-        waits for it."""
-        lock = self._locks.setdefault(key, trio.Lock())
-        try:
-            async with lock:
-                yield
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._locks.pop(key, None)
+            self._senders.put(item.author_id, item, nursery.start_soon)
 
     async def _handle_safely(self, item: Inbound) -> None:
         try:
-            async with self._limiter, self._one_at_a_time(item.author_id):  # one turn at a time per sender
+            async with self._limiter:  # one turn at a time per sender: its queue (_senders) awaits each
                 with trio.move_on_after(self.turn_timeout) as scope:
                     await self._handle(item)
                 if scope.cancelled_caught:
@@ -357,15 +347,15 @@ class DiscordAdapter:
         try:
             if self._nursery is None:
                 raise RuntimeError("the adapter is not running")
-            self._nursery.start_soon(self._interaction_safely, item, thread, bot)
+            self._interacting.put(item.author_id, (item, thread, bot), self._nursery.start_soon)
         except RuntimeError:  # not running, or the nursery closed: nobody will answer it
             self._forget_interaction(thread, bot, item.key)
 
-    async def _interaction_safely(self, item: InteractionIn, thread: AsyncioThread, bot: DiscordBot) -> None:
+    async def _interaction_safely(self, queued: tuple[InteractionIn, AsyncioThread, DiscordBot]) -> None:
+        item, thread, bot = queued
         try:
             with trio.fail_after(INTERACTION_TIMEOUT):
-                async with self._one_at_a_time(f"{item.author_id}/interaction"):  # one at a time per sender
-                    await self._interaction(item, thread, bot)
+                await self._interaction(item, thread, bot)
         except Exception:
             self.log.exception("answering interaction %s failed", item.key)
         finally:

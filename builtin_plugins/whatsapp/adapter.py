@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import trio
 
-from elowen_sdk.platforms import RecentIds, SecretError, StrangerGate, approval_command, chunk_text, read_secret
+from elowen_sdk.platforms import RecentIds, SecretError, SenderQueues, StrangerGate, approval_command, chunk_text, read_secret
 
 from .webhook import Delivery, WebhookApp, parse_delivery
 
@@ -94,7 +94,8 @@ class WhatsAppAdapter:
         self.turns = 0
         self.sent = 0
         self._limiter = trio.CapacityLimiter(int(cfg.get("max_concurrent_turns", 50)))
-        self._locks: dict[str, trio.Lock] = {}
+        self._senders: SenderQueues[Delivery] = SenderQueues(self._handle_safely)
+        """Per-sender queues: one sender's messages one at a time, in arrival order."""
         self._secrets: dict[str, str] = {}
         self._client: Any = None
         self._send: trio.MemorySendChannel[Delivery] | None = None
@@ -242,19 +243,15 @@ class WhatsAppAdapter:
 
     async def _consume(self, receive: trio.MemoryReceiveChannel[Delivery], nursery: trio.Nursery) -> None:
         async for message in receive:
-            nursery.start_soon(self._handle_safely, message)
+            self._senders.put(message.sender, message, nursery.start_soon)
 
     async def _handle_safely(self, message: Delivery) -> None:
-        lock = self._locks.setdefault(message.sender, trio.Lock())
         try:
-            async with self._limiter, lock:
+            async with self._limiter:  # one turn at a time per sender: its queue (_senders) awaits each
                 with trio.move_on_after(self.turn_timeout):
                     await self._handle(message)
         except Exception:
             self.log.exception("handling message %s failed", message.message_id)
-        finally:
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._locks.pop(message.sender, None)
 
     async def _handle(self, message: Delivery) -> None:
         if self.gateway.linked(message.sender) is None:

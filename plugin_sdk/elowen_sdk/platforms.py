@@ -1,6 +1,7 @@
 """Helpers every chat-platform adapter needs (Discord, WhatsApp, a third party's): secrets read
 from files with mode 0600, replies cut to a platform's size limit, replayed deliveries
-deduplicated, and the stranger rule.
+deduplicated, one sender's messages handled one at a time in arrival order, and the stranger
+rule.
 
 The stranger rule (the product's): a message from someone who is not a linked Elowen account
 gets **no answer** and is counted. Linking is opt-in per platform: with ``pairing`` on, a
@@ -14,13 +15,16 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections import OrderedDict
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Hashable
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 from .errors import ElowenError
 
-__all__ = ["PAIRING_WORDS", "RecentIds", "SecretError", "StrangerGate", "approval_command", "chunk_text", "mask", "read_secret"]
+__all__ = ["PAIRING_WORDS", "RecentIds", "SecretError", "SenderQueues", "StrangerGate", "approval_command", "chunk_text", "mask", "read_secret"]
+
+T = TypeVar("T")
 
 PAIRING_WORDS = frozenset({"link", "/link", "pair", "/pair"})
 """What a stranger writes (in a direct message, case-insensitive) to ask for a link code."""
@@ -131,6 +135,55 @@ class RecentIds:
         if len(self._ids) > self.size:
             self._ids.popitem(last=False)
         return False
+
+
+class SenderQueues(Generic[T]):
+    """One sender's messages handled one at a time, in the order they arrived; different
+    senders' at the same time.
+
+    ``put(sender, item, spawn)`` is synchronous and is called in arrival order (an adapter's
+    consumer loop); it queues ``item`` behind the sender's earlier ones and, when the sender
+    had none, starts one drain task with ``spawn`` (a nursery's ``start_soon``) that awaits
+    ``handle(item)`` for each queued item in turn. (A task per message waiting on a per-sender
+    lock does not keep the order: trio runs each batch of runnable tasks in a random order.)
+    ``handle`` must not raise (log inside it); if it does, the sender's queue is dropped and
+    the error propagates to the nursery. A cancelled drain drops what was still queued.
+    """
+
+    def __init__(self, handle: Callable[[T], Awaitable[None]]) -> None:
+        self._handle = handle
+        self._queues: dict[Hashable, deque[T]] = {}
+
+    def put(self, sender: Hashable, item: T, spawn: Callable[..., Any]) -> None:
+        """Queue ``item`` for ``sender`` (see the class docstring)."""
+        queue = self._queues.get(sender)
+        if queue is not None:
+            queue.append(item)
+            return
+        queue = self._queues[sender] = deque([item])
+        try:
+            spawn(self._drain, sender, queue)
+        except BaseException:
+            self._queues.pop(sender, None)
+            raise
+
+    async def _drain(self, sender: Hashable, queue: deque[T]) -> None:
+        try:
+            while queue:
+                await self._handle(queue[0])
+                queue.popleft()
+        finally:
+            if self._queues.get(sender) is queue:
+                del self._queues[sender]
+
+    def waiting(self, sender: Hashable) -> int:
+        """How many of ``sender``'s items are queued or being handled."""
+        queue = self._queues.get(sender)
+        return len(queue) if queue is not None else 0
+
+    def __len__(self) -> int:
+        """Senders with an item queued or being handled."""
+        return len(self._queues)
 
 
 class StrangerGate:

@@ -262,3 +262,18 @@ async def test_an_escalation_is_notified_by_dm_and_approved_from_discord(tmp_pat
                 nursery.cancel_scope.cancel()
             assert target.read_text() == "from-web\n"
             await until(lambda: any(f"Allowed #{pid}." in t for t in server.texts(dm)), what="the acknowledgement in the DM")
+
+
+async def test_one_senders_messages_are_answered_in_the_order_they_arrived(tmp_path: Path) -> None:
+    """A burst of eight mentions from one sender: the brain gets them one turn at a time in the
+    order Discord sent them (a task per message waiting on a lock would not keep it: trio runs
+    each batch of runnable tasks in a random order); the sender's queue is gone afterwards."""
+    async with discord_env(tmp_path, pairing=True) as (env, server):
+        await link(env, server, ALICE, env.admin)
+        env.script(fallback=Reply(text="noted"))
+        texts = [f"message number {i}" for i in range(8)]
+        for text in texts:
+            server.message(ALICE, text, mention=True)
+        await until(lambda: len(env.model.requests) == len(texts), what="a turn per message")
+        assert [r.prompt for r in env.model.requests] == texts
+        await until(lambda: not len(env.adapter("discord")._senders), what="the sender's queue dropped")

@@ -1,5 +1,5 @@
 """The shared platform helpers (elowen_sdk.platforms): secret files, chunking, replays, the
-stranger rule, plain-word approvals."""
+stranger rule, plain-word approvals, per-sender queues."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
+import trio
 
-from elowen_sdk.platforms import PAIRING_WORDS, RecentIds, SecretError, StrangerGate, approval_command, chunk_text, mask, read_secret
+from elowen_sdk.platforms import PAIRING_WORDS, RecentIds, SecretError, SenderQueues, StrangerGate, approval_command, chunk_text, mask, read_secret
 
 
 def test_read_secret_demands_a_private_regular_file(tmp_path: Path) -> None:
@@ -75,3 +76,54 @@ def test_plain_words_answer_approvals() -> None:
     assert approval_command("yes 3") == "/allow 3"
     assert approval_command("approve the plan") == "approve the plan"
     assert approval_command("hello") == "hello"
+
+
+async def test_sender_queues_keep_each_senders_order_and_run_senders_side_by_side() -> None:
+    """Forty items put in one burst (as a consumer loop or a thread's callbacks deliver them):
+    each sender's are handled one at a time in the order put, while the two senders overlap."""
+    handled: list[tuple[str, int]] = []
+    running: dict[str, int] = {"a": 0, "b": 0}
+    overlapped = False
+
+    async def handle(item: tuple[str, int]) -> None:
+        nonlocal overlapped
+        sender, _ = item
+        running[sender] += 1
+        assert running[sender] == 1, "two items of one sender at once"
+        overlapped = overlapped or all(running.values())
+        await trio.sleep(0.001)
+        await trio.lowlevel.checkpoint()
+        handled.append(item)
+        running[sender] -= 1
+
+    queues: SenderQueues[tuple[str, int]] = SenderQueues(handle)
+    async with trio.open_nursery() as nursery:
+        for i in range(20):
+            for sender in ("a", "b"):
+                queues.put(sender, (sender, i), nursery.start_soon)
+        assert len(queues) == 2 and queues.waiting("a") == 20
+    for sender in ("a", "b"):
+        assert [i for s, i in handled if s == sender] == list(range(20))
+    assert overlapped, "the senders were handled one after the other"
+    assert len(queues) == 0 and queues.waiting("a") == 0
+    # a sender that comes back later gets a new drain
+    async with trio.open_nursery() as nursery:
+        queues.put("a", ("a", 99), nursery.start_soon)
+    assert handled[-1] == ("a", 99) and len(queues) == 0
+
+
+async def test_sender_queues_drop_a_sender_whose_handler_raised() -> None:
+    seen: list[int] = []
+
+    async def handle(item: int) -> None:
+        seen.append(item)
+        if item == 1:
+            raise RuntimeError("handler bug")
+
+    queues: SenderQueues[int] = SenderQueues(handle)
+    with pytest.raises(BaseExceptionGroup) as exc:
+        async with trio.open_nursery() as nursery:
+            for i in range(3):
+                queues.put("s", i, nursery.start_soon)
+    assert exc.group_contains(RuntimeError, match="handler bug")
+    assert seen == [0, 1] and len(queues) == 0  # nothing left behind for the next message to wait on

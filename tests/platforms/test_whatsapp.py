@@ -129,3 +129,20 @@ async def test_missing_secrets_show_not_configured(tmp_path: Path) -> None:
     async with platform_env(tmp_path, "whatsapp", {"phone_number_id": "1", "listen_port": free_port()}) as env:
         status = await until(lambda: env.platform("whatsapp").get("state") == "not_configured" and env.platform("whatsapp"), what="not_configured")
         assert "access_token" in status["detail"] and "does not exist" in status["detail"]
+
+
+async def test_one_senders_messages_are_answered_in_the_order_they_arrived(tmp_path: Path) -> None:
+    """Eight messages of one sender in one delivery (Meta batches them): the brain gets them one
+    turn at a time in that order — a task per message waiting on a lock would not keep it (trio
+    runs each batch of runnable tasks in a random order); the queue is gone afterwards."""
+    async with whatsapp_env(tmp_path, pairing=True) as (env, graph, url):
+        await deliver(url, delivery(text_message(ADA, "link")))
+        code = await until(lambda: next((CODE_RE.search(t) for t in graph.to(ADA) if CODE_RE.search(t)), None), what="a link code")
+        env.brain.link_channel(env.admin, code.group(1))
+        env.script(fallback=Reply(text="noted"))
+        texts = [f"message number {i}" for i in range(8)]
+        assert (await deliver(url, delivery(*(text_message(ADA, t) for t in texts)))).status_code == 200
+        await until(lambda: len(env.model.requests) == len(texts), what="a turn per message")
+        assert [r.prompt for r in env.model.requests] == texts
+        await until(lambda: graph.to(ADA).count("noted") == len(texts), what="every answer sent")
+        assert len(env.adapter("whatsapp")._senders) == 0
