@@ -97,7 +97,7 @@ class DiscordAdapter:
         self._limiter = trio.CapacityLimiter(int(cfg.get("max_concurrent_turns", 50)))
         self._senders: SenderQueues[Inbound] = SenderQueues(self._handle_safely)
         """Per-sender message queues, by Discord user id."""
-        self._interacting: SenderQueues[tuple[InteractionIn, AsyncioThread, DiscordBot]] = SenderQueues(self._interaction_safely)
+        self._interacting: SenderQueues[tuple[InteractionIn, AsyncioThread, DiscordBot]] = SenderQueues(self._interaction_safely, limit=5)
         """Per-sender slash-command queues, by Discord user id."""
         self._thread: AsyncioThread | None = None
         self._bot: DiscordBot | None = None
@@ -287,7 +287,8 @@ class DiscordAdapter:
         async for item in receive:
             if self.recent.seen(item.message_id):
                 continue
-            self._senders.put(item.author_id, item, nursery.start_soon)
+            if not self._senders.put(item.author_id, item, nursery.start_soon):
+                self.log.warning("sender %s has %d messages waiting; dropped message %s", item.author_id, self._senders.limit, item.message_id)
 
     async def _handle_safely(self, item: Inbound) -> None:
         try:
@@ -347,7 +348,8 @@ class DiscordAdapter:
         try:
             if self._nursery is None:
                 raise RuntimeError("the adapter is not running")
-            self._interacting.put(item.author_id, (item, thread, bot), self._nursery.start_soon)
+            if not self._interacting.put(item.author_id, (item, thread, bot), self._nursery.start_soon):
+                self._forget_interaction(thread, bot, item.key)  # a flood of one sender's commands: not answered
         except RuntimeError:  # not running, or the nursery closed: nobody will answer it
             self._forget_interaction(thread, bot, item.key)
 

@@ -243,7 +243,8 @@ class WhatsAppAdapter:
 
     async def _consume(self, receive: trio.MemoryReceiveChannel[Delivery], nursery: trio.Nursery) -> None:
         async for message in receive:
-            self._senders.put(message.sender, message, nursery.start_soon)
+            if not self._senders.put(message.sender, message, nursery.start_soon):
+                self.log.warning("sender %s has %d messages waiting; dropped message %s", message.sender, self._senders.limit, message.message_id)
 
     async def _handle_safely(self, message: Delivery) -> None:
         try:

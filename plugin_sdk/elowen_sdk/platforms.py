@@ -148,24 +148,37 @@ class SenderQueues(Generic[T]):
     lock does not keep the order: trio runs each batch of runnable tasks in a random order.)
     ``handle`` must not raise (log inside it); if it does, the sender's queue is dropped and
     the error propagates to the nursery. A cancelled drain drops what was still queued.
+
+    Args:
+        handle: awaited once per item.
+        limit: items one sender may have queued or being handled; past it :meth:`put` refuses
+            (a flood from one sender cannot grow memory or hold a turn slot for hours).
     """
 
-    def __init__(self, handle: Callable[[T], Awaitable[None]]) -> None:
+    def __init__(self, handle: Callable[[T], Awaitable[None]], *, limit: int = 50) -> None:
         self._handle = handle
+        self.limit = limit
         self._queues: dict[Hashable, deque[T]] = {}
+        self.refused = 0
+        """Items :meth:`put` refused because their sender's queue was full."""
 
-    def put(self, sender: Hashable, item: T, spawn: Callable[..., Any]) -> None:
-        """Queue ``item`` for ``sender`` (see the class docstring)."""
+    def put(self, sender: Hashable, item: T, spawn: Callable[..., Any]) -> bool:
+        """Queue ``item`` for ``sender`` (see the class docstring); ``False`` (counted in
+        :attr:`refused`) when the sender already has :attr:`limit` items."""
         queue = self._queues.get(sender)
         if queue is not None:
+            if len(queue) >= self.limit:
+                self.refused += 1
+                return False
             queue.append(item)
-            return
+            return True
         queue = self._queues[sender] = deque([item])
         try:
             spawn(self._drain, sender, queue)
         except BaseException:
             self._queues.pop(sender, None)
             raise
+        return True
 
     async def _drain(self, sender: Hashable, queue: deque[T]) -> None:
         try:

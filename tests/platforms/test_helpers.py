@@ -127,3 +127,20 @@ async def test_sender_queues_drop_a_sender_whose_handler_raised() -> None:
                 queues.put("s", i, nursery.start_soon)
     assert exc.group_contains(RuntimeError, match="handler bug")
     assert seen == [0, 1] and len(queues) == 0  # nothing left behind for the next message to wait on
+
+
+async def test_sender_queues_refuse_past_their_limit_per_sender() -> None:
+    gate = trio.Event()
+    handled: list[tuple[str, int]] = []
+
+    async def handle(item: tuple[str, int]) -> None:
+        await gate.wait()
+        handled.append(item)
+
+    queues: SenderQueues[tuple[str, int]] = SenderQueues(handle, limit=3)
+    async with trio.open_nursery() as nursery:
+        accepted = [queues.put("flood", ("flood", i), nursery.start_soon) for i in range(10)]
+        assert queues.put("other", ("other", 0), nursery.start_soon), "another sender is not held back by the flood"
+        assert accepted == [True] * 3 + [False] * 7 and queues.refused == 7
+        gate.set()
+    assert [i for s, i in handled if s == "flood"] == [0, 1, 2] and ("other", 0) in handled
