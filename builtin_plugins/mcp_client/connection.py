@@ -7,7 +7,9 @@
 * Never blocks a turn: a call waits at most the server's ``timeout`` (seconds) in all —
   connecting included; a call that times out, or finds the connection closed, breaks it (a
   hung process is ended and restarted) and raises :class:`McpToolError` with a message for the
-  model. While the server is failing, calls fail at once with the last error.
+  model; a JSON-RPC error answer (the server's ``MCPError``) raises it too but keeps the
+  connection. Every request, ``initialize`` included, has the SDK's read timeout
+  (:func:`read_timeout`). While the server is failing, calls fail at once with the last error.
 * The SDK is imported when a connection is first opened, not before.
 """
 
@@ -33,6 +35,7 @@ __all__ = [
     "ServerConnection",
     "discover",
     "open_client",
+    "read_timeout",
     "resource_snapshot",
     "resource_value",
     "result_value",
@@ -47,6 +50,14 @@ DISCOVER_TIMEOUT = 30.0
 class McpToolError(ElowenError):
     """A tool of an external MCP server failed: the server's own error, a timeout, or the
     server not running. The message is meant for the model."""
+
+
+def read_timeout(cfg: ServerConfig) -> float:
+    """Seconds the SDK waits for any one answer, ``initialize`` included: the server's
+    ``timeout`` or :data:`DISCOVER_TIMEOUT`, whichever is longer. Without it a server that
+    accepts the connection but never answers ``initialize`` would hold its connection in
+    "starting" for good (every call would time out, none would restart it)."""
+    return max(cfg.timeout, DISCOVER_TIMEOUT)
 
 
 @contextlib.asynccontextmanager
@@ -64,7 +75,7 @@ async def open_client(cfg: ServerConfig, secrets: Mapping[str, str], errlog: Pat
         errlog.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(errlog, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as err:
-            async with Client(stdio_client(params, errlog=err)) as client:
+            async with Client(stdio_client(params, errlog=err), read_timeout_seconds=read_timeout(cfg)) as client:
                 yield client
     else:
         import httpx2
@@ -74,7 +85,7 @@ async def open_client(cfg: ServerConfig, secrets: Mapping[str, str], errlog: Pat
         timeout = httpx2.Timeout(min(cfg.timeout, 30.0), read=max(cfg.timeout, 30.0))
         async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
             assert cfg.url is not None
-            async with Client(streamable_http_client(cfg.url, http_client=http)) as client:
+            async with Client(streamable_http_client(cfg.url, http_client=http), read_timeout_seconds=read_timeout(cfg)) as client:
                 yield client
 
 
@@ -97,6 +108,19 @@ def _no_resources(client: Any) -> bool:
     """Whether the server did not announce the ``resources`` capability."""
     caps = client.server_capabilities
     return caps is None or getattr(caps, "resources", None) is None
+
+
+def _answered(exc: BaseException) -> bool:
+    """Whether ``exc`` is the server's JSON-RPC error answer (the connection is fine), not an
+    ``MCPError`` the SDK raises itself: its read timeout (``REQUEST_TIMEOUT``, -32001) or the
+    connection closing under the request (``CONNECTION_CLOSED``, -32000; mcp 2.3
+    ``jsonrpc_dispatcher``)."""
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+    if not isinstance(exc, MCPError):
+        return False
+    return exc.code not in (CONNECTION_CLOSED, REQUEST_TIMEOUT)
 
 
 def _describe(exc: BaseException) -> str:
@@ -200,6 +224,8 @@ class ServerConnection:
             except McpToolError:
                 raise
             except Exception as exc:
+                if _answered(exc):
+                    raise McpToolError(f"MCP server {self.cfg.name!r}: {tool}: {exc}") from None
                 why = _describe(exc)
                 self._break(why)
                 raise McpToolError(f"MCP server {self.cfg.name!r} failed during {tool}: {why}") from None
@@ -216,9 +242,7 @@ class ServerConnection:
             try:
                 return await op(client)
             except Exception as exc:
-                from mcp.shared.exceptions import MCPError
-
-                if isinstance(exc, MCPError):  # the server's error answer: the connection is fine
+                if _answered(exc):
                     raise McpToolError(f"MCP server {self.cfg.name!r}: {what}: {exc}") from None
                 why = _describe(exc)
                 self._break(why)

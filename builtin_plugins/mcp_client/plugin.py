@@ -19,12 +19,24 @@ from elowen_sdk import Service, Tool, hookimpl
 
 from .api import may_run_commands, routes
 from .config import RESOURCE_TOOLS, SecretStore, ServerConfig, UserStore, parse_servers, plain, tool_name
-from .connection import ServerConnection
+from .connection import McpToolError, ServerConnection
 
 __all__ = ["Runtime", "on_event", "on_unload", "register_routes", "register_services", "register_tools"]
 
 Key = tuple[int | None, str]
 """A server's key: ``(None, name)`` instance-wide, ``(user id, name)`` a user's own."""
+
+
+def _live(cfg: ServerConfig, conn: Callable[[], ServerConnection | None]) -> ServerConnection:
+    """The server's current connection for a tool call.
+
+    Raises:
+        McpToolError: the server was removed (or its user) since the turn listed its tools.
+    """
+    c = conn()
+    if c is None:
+        raise McpToolError(f"MCP server {cfg.name!r} was removed; its tools are gone")
+    return c
 
 
 class Runtime:
@@ -161,9 +173,7 @@ class Runtime:
         original = str(spec["name"])
 
         async def handler(**arguments: Any) -> Any:
-            c = conn()
-            assert c is not None
-            return await c.call(original, arguments)
+            return await _live(cfg, conn).call(original, arguments)
 
         schema = spec.get("input_schema") or {}
         if not isinstance(schema, dict) or schema.get("type") != "object":
@@ -175,14 +185,10 @@ class Runtime:
         known = ", ".join(str(r["uri"]) for r in (cfg.resources or ())[:20])
 
         async def list_resources() -> Any:
-            c = conn()
-            assert c is not None
-            return {"items": await c.list_resources()}
+            return {"items": await _live(cfg, conn).list_resources()}
 
         async def read_resource(uri: str) -> Any:
-            c = conn()
-            assert c is not None
-            return {"contents": await c.read_resource(uri)}
+            return {"contents": await _live(cfg, conn).read_resource(uri)}
 
         listing, reading = RESOURCE_TOOLS
         return [

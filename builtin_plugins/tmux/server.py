@@ -49,6 +49,27 @@ _PANE_FORMAT = "#{pane_id}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}\t#{pa
 _NOT_FOUND = ("can't find", "no such", "not found", "no server")
 
 
+def zombie_exit_status(pid: int) -> int | None:
+    """The exit status of process ``pid`` if it is a zombie (exited, not yet reaped), else None.
+
+    tmux 3.3a sets ``#{pane_dead_status}`` only once it has reaped the pane's process, and when
+    two panes' programs exit at nearly the same moment it can miss one SIGCHLD: that process
+    stays a zombie (and the status empty) until another child of the server exits. Linux keeps
+    a zombie's wait status in field 52 (``exit_code``) of ``/proc/PID/stat`` (proc(5), since
+    Linux 3.5), and a zombie's pid cannot be reused, so the value is the pane's own. A status
+    of a process killed by a signal is None (as ``#{pane_dead_status}`` is).
+    """
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw[raw.rfind(b")") + 2 :].split()  # fields 3… (the name may hold spaces or ")")
+    if len(fields) < 50 or fields[0] != b"Z" or not fields[49].isdigit():
+        return None
+    wait_status = int(fields[49])
+    return os.waitstatus_to_exitcode(wait_status) if os.WIFEXITED(wait_status) else None
+
+
 def _is_not_found(exc: TmuxCommandError) -> bool:
     return any(s in exc.message for s in _NOT_FOUND)
 
@@ -387,11 +408,14 @@ class TmuxService:
             raise SessionNotFoundError(f"no tmux pane {target!r}")
         pane_id, dead, status, pid, width, height, session, current = fields
         is_dead = dead == "1"
+        dead_status = int(status) if is_dead and status.lstrip("-").isdigit() else None
+        if is_dead and dead_status is None and pid.isdigit():
+            dead_status = zombie_exit_status(int(pid))
         return PaneInfo(
             session=session,
             pane_id=pane_id,
             dead=is_dead,
-            dead_status=int(status) if is_dead and status.lstrip("-").isdigit() else None,
+            dead_status=dead_status,
             current_command=current,
             pid=int(pid) if pid.isdigit() else 0,
             width=int(width),

@@ -162,6 +162,7 @@ def test_disable_ends_the_server_processes_and_remove_forgets(calc: World) -> No
         assert c.post("/plugins/mcp-client/enable").status_code == 200
     wait_for(lambda: "calc" in servers(calc), what="re-enabled")
     with calc.rest("admin") as c:
-        assert c.delete("/mcp-servers/other").status_code == 202
+        r = c.delete("/mcp-servers/other")
+        assert r.status_code == 202, (r.text, sorted(servers(calc)), (calc.d.home / "config.toml").read_text())
     wait_for(lambda: "other" not in servers(calc), what="removed")
     assert "other" not in (calc.d.home / "plugins" / "mcp-client" / "secrets.json").read_text()

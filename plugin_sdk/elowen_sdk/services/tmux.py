@@ -64,8 +64,9 @@ class PaneInfo:
         session: the session the pane belongs to.
         pane_id: ``%N``.
         dead: the program exited (the pane is kept by ``remain-on-exit``).
-        dead_status: its exit status when dead (127 = command not found); ``None`` while alive
-            and for a moment after death, until tmux has reaped the process.
+        dead_status: its exit status when dead (127 = command not found); ``None`` while alive,
+            when a signal killed it, and for a moment after death until the process is reaped
+            (on Linux a zombie's status is read from ``/proc``, so it does not wait on tmux).
         current_command: the foreground process name (the last one when dead).
         pid: the pane's process id (0 if tmux did not report one).
         width, height: pane size in cells.

@@ -3,7 +3,8 @@
 ``python calc_server.py MODE``: ``ok`` serves ``add``, ``env_names`` and ``slow``; ``hang``
 serves a ``wait`` tool that never answers; ``notes`` serves ``add`` and two text resources
 (``notes://readme``, ``notes://todo``); ``crash`` serves a ``boom`` tool that kills the
-process (exit status 3) when called; ``dead`` exits at once, before speaking MCP.
+process (exit status 3) when called; ``dead`` exits at once, before speaking MCP; ``mute``
+reads its input and never answers anything, ``initialize`` included.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ from mcp.server.mcpserver import MCPServer  # noqa: E402
 mode = sys.argv[1] if len(sys.argv) > 1 else "ok"
 if mode == "dead":
     sys.exit(2)
+if mode == "mute":
+    for _line in sys.stdin:  # a process that speaks nothing
+        pass
+    sys.exit(0)
 server = MCPServer("calc")
 
 if mode == "ok":
