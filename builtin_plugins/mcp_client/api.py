@@ -25,8 +25,10 @@ instance-wide one share a name (default: the user's own first).
                                            201 ``{"server", "applying": false}``; an
                                            instance-wide one is applied as ``PATCH
                                            /plugins/mcp-client/config`` with the caller's token
-                                           (the plugin restarts with the new tools) → 202
-                                           ``{"server", "applying": true}``. 409 ``exists`` for a
+                                           before the answer (the plugin restarts with the new
+                                           tools; one change at a time, each from the stored
+                                           map) → 201 ``{"server", "applying": false}``; 502
+                                           ``apply_failed`` if that failed. 409 ``exists`` for a
                                            taken name without ``replace`` (a user's own server may
                                            not take an instance-wide server's name, no server
                                            the namespace of another plugin's tools, e.g.
@@ -37,7 +39,9 @@ instance-wide one share a name (default: the user's own first).
                                            :data:`MAX_USER_SERVERS` own servers
 ``DELETE /mcp-servers/{name}``             forget a server and its secrets: the caller's own →
                                            200 ``{"name", "scope": "user", "removed": true}``;
-                                           an instance-wide one (admin; a member gets 403) → 202
+                                           an instance-wide one (admin; a member gets 403),
+                                           applied before the answer → 200 ``{"name", "scope":
+                                           "instance", "removed": true}``
 ``GET /mcp-servers/{name}/tools``          the server's live ``tools/list`` (starts it)
 ``GET /mcp-servers/{name}/resources``      its live ``resources/list`` (``[]`` without resources)
 ``GET /mcp-servers/{name}/resources/read`` ``?uri=``: ``{"contents": [{uri, mime_type, text |
@@ -55,16 +59,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import trio
 
 from elowen_sdk import CapabilityError, HTTPError, Principal, Request, Response, Route
 from elowen_sdk.services import UsersService
 
-from .config import McpConfigError, parse_server
+from .config import McpConfigError, parse_server, plain
 from .connection import McpToolError, ServerConnection, discover
 
 __all__ = ["MAX_USER_SERVERS", "may_run_commands", "routes"]
 
 APPLY_TIMEOUT = 60.0
+"""Seconds an instance-wide change may take to apply (the plugin's restart included)."""
+_APPLY_LOCK = trio.Lock()
+"""One instance-wide change at a time (module-wide: it outlives one enable's runtime)."""
 MAX_USER_SERVERS = 20
 """How many servers of their own one user may have."""
 SCOPES = ("instance", "user")
@@ -121,20 +129,33 @@ def _other_namespaces(runtime: Any) -> dict[str, str]:
 def routes(rt: Callable[[], Any]) -> list[Route]:
     """The routes; ``rt()`` is the plugin's current runtime (:class:`.plugin.Runtime`)."""
 
-    async def apply(authorization: str, servers: dict[str, Any]) -> None:
-        """``PATCH /plugins/mcp-client/config`` as the caller (runs after the route answered:
-        the kernel restarts this plugin)."""
-        runtime = rt()
-        home = Path(runtime.ctx.data_dir).parent.parent
-        try:
-            async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
-                r = await client.patch(
-                    _daemon_url(home) + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers={"Authorization": authorization}
-                )
-            if r.status_code >= 400:
-                runtime.ctx.log.warning("applying the MCP servers failed: %s %s", r.status_code, r.text[:300])
-        except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
-            runtime.ctx.log.warning("applying the MCP servers failed: %s", exc)
+    async def apply(authorization: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Change the instance's ``servers`` config through the daemon's API, as the caller:
+        ``GET /plugins/mcp-client`` for the servers as stored *now*, ``change`` them, ``PATCH
+        /plugins/mcp-client/config`` (the kernel restarts this plugin with them and answers
+        once it has). One apply at a time (:data:`_APPLY_LOCK`), each from the stored map, so
+        two admins adding servers at once keep both. Runs in the request's own task, which
+        the restart does not end.
+
+        Raises:
+            HTTPError: 502 ``apply_failed`` if the daemon refused or could not be reached (the
+                config is unchanged); whatever ``change`` raises (409 / 404) likewise.
+        """
+        home = Path(rt().ctx.data_dir).parent.parent
+        headers = {"Authorization": authorization}
+        async with _APPLY_LOCK:
+            try:
+                url = _daemon_url(home)
+                async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
+                    r = await client.get(url + "/plugins/mcp-client", headers=headers)
+                    if r.status_code < 400:
+                        stored = (r.json().get("config") or {}).get("servers") or {}
+                        servers = change({str(k): plain(v) for k, v in dict(stored).items()})
+                        r = await client.patch(url + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers=headers)
+            except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
+                raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {exc}") from None
+        if r.status_code >= 400:
+            raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {r.status_code} {r.text[:300]}")
 
     def list_servers(req: Request) -> dict[str, Any]:
         uid = _full(req.principal)
@@ -202,12 +223,24 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             runtime.put_user_server(uid, name, cfg, secrets)
             runtime.ctx.log.info("user %s added their MCP server %s (%d tools)", uid, name, len(cfg.tools))
             return Response({"server": cfg.public() | {"status": runtime.status(name, uid)}, "applying": False}, status=201)
-        runtime.secrets.put(name, secrets)
-        servers = runtime.raw_servers() | {name: cfg.stored()}
-        runtime.ctx.start_soon(apply, req.headers.get("authorization", ""), servers, name="mcp-client.apply")
-        return Response({"server": cfg.public(), "applying": True}, status=202)
+        replace = bool(body.get("replace"))
 
-    def remove_server(req: Request) -> Response:
+        def put(servers: dict[str, Any]) -> dict[str, Any]:
+            if name in servers and not replace:  # another admin took the name meanwhile
+                raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it")
+            return servers | {name: cfg.stored()}
+
+        secrets_file = runtime.secrets
+        old_secrets = secrets_file.get(name)
+        secrets_file.put(name, secrets)  # before the restart that starts the server with them
+        try:
+            await apply(req.headers.get("authorization", ""), put)
+        except HTTPError:
+            secrets_file.put(name, old_secrets or None)
+            raise
+        return Response({"server": cfg.public(), "applying": False}, status=201)
+
+    async def remove_server(req: Request) -> Response:
         me = req.principal
         uid = _full(me)
         name = req.params["name"]
@@ -221,10 +254,16 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             raise HTTPError(404, "not_found", f"no MCP server {name!r}")
         if not me.is_admin:
             raise HTTPError(403, "forbidden", "only an admin may remove an instance-wide MCP server")
-        del servers[name]
-        runtime.secrets.put(name, None)
-        runtime.ctx.start_soon(apply, req.headers.get("authorization", ""), servers, name="mcp-client.apply")
-        return Response({"name": name, "scope": "instance", "removed": True, "applying": True}, status=202)
+        secrets_file = runtime.secrets
+
+        def drop(servers: dict[str, Any]) -> dict[str, Any]:
+            if name not in servers:  # another admin removed it meanwhile
+                raise HTTPError(404, "not_found", f"no MCP server {name!r}")
+            return {k: v for k, v in servers.items() if k != name}
+
+        await apply(req.headers.get("authorization", ""), drop)
+        secrets_file.put(name, None)
+        return Response({"name": name, "scope": "instance", "removed": True, "applying": False})
 
     def _conn(req: Request) -> ServerConnection:
         uid = _full(req.principal)

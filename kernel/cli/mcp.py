@@ -11,7 +11,6 @@ NAME`` takes the value of the variable ``NAME`` of your environment, ``NAME=env:
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +18,12 @@ import click
 
 from .app import App
 from .client import Client
-from .errors import Failure
 from .output import echo_json, fields, note, table
 
 __all__ = ["mcp"]
 
 ADD_TIMEOUT = 120.0
 """Seconds ``add`` waits for the daemon: it starts the server and lists its tools first."""
-APPLY_WAIT = 60.0
 """Seconds ``add``/``rm`` of an instance-wide server wait for the plugin to apply it."""
 SCOPE = click.Choice(["user", "instance"])
 
@@ -72,18 +69,6 @@ def _secrets(values: tuple[str, ...], what: str, *, bare_is_env: bool) -> dict[s
 def _servers(app: App) -> dict[tuple[str, str], dict[str, Any]]:
     reply = app.api.get("/mcp-servers")
     return {(s["scope"], s["name"]): s for s in reply.get("items", [])}
-
-
-def _wait_applied(app: App, name: str, present: bool) -> dict[str, Any] | None:
-    """Poll until the instance-wide server ``name`` is (or is no longer) listed; its record."""
-    deadline = time.monotonic() + APPLY_WAIT
-    while True:
-        found = _servers(app).get(("instance", name))
-        if (found is not None) == present:
-            return found
-        if time.monotonic() > deadline:
-            raise Failure(f"the daemon accepted the change but has not applied it after {APPLY_WAIT:g} s; see `elowen plugin info mcp-client`")
-        time.sleep(0.3)
 
 
 def _state(server: dict[str, Any]) -> str:
@@ -180,8 +165,6 @@ def mcp_add(
         body["replace"] = True
     reply = app.api.request("POST", "/mcp-servers", body=body, timeout=ADD_TIMEOUT)
     server = reply["server"]
-    if reply.get("applying"):
-        server = _wait_applied(app, name, True) or server
     if as_json:
         echo_json(server)
         return
@@ -197,8 +180,6 @@ def mcp_add(
 def mcp_rm(app: App, name: str, scope: str | None, as_json: bool) -> None:
     """Remove the MCP server NAME and its secrets."""
     reply = app.api.delete(f"/mcp-servers/{Client.segment(name)}", scope=scope)
-    if reply.get("applying"):
-        _wait_applied(app, name, False)
     if as_json:
         echo_json(reply)
     else:

@@ -67,7 +67,7 @@ def applied(world: World, name: str, tools: set[str]) -> None:
 @pytest.fixture(scope="module")
 def calc(world: World) -> World:
     r = add_server(world, "calc", **stdio("ok", env={"CALC_MODE": "plain"}), secret_env={"CALC_TOKEN": SECRET}, timeout=20)
-    assert r.status_code == 202, r.text
+    assert r.status_code == 201, r.text
     assert SECRET not in r.text
     applied(world, "calc", {"calc.add", "calc.env_names", "calc.secret_digest"})
     return world
@@ -81,7 +81,7 @@ def test_brain_calls_a_stdio_server_tool(calc: World) -> None:
 
 def test_secrets_reach_only_their_server_and_are_never_shown(calc: World) -> None:
     r = add_server(calc, "other", **stdio("ok"), secret_env={"OTHER_SECRET": "other-secret-value"})
-    assert r.status_code == 202, r.text
+    assert r.status_code == 201, r.text
     applied(calc, "other", {"other.add", "other.env_names", "other.secret_digest"})
     assert f"CALC_TOKEN has {len(SECRET)} characters" in chat(calc, "mia", "call calc.secret_digest {}")
     names = chat(calc, "mia", "call calc.env_names {}")
@@ -98,7 +98,7 @@ def test_secrets_reach_only_their_server_and_are_never_shown(calc: World) -> Non
 
 
 def test_a_hanging_server_times_out_and_the_turn_goes_on(calc: World) -> None:
-    assert add_server(calc, "stuck", **stdio("hang"), timeout=2).status_code == 202
+    assert add_server(calc, "stuck", **stdio("hang"), timeout=2).status_code == 201
     applied(calc, "stuck", {"stuck.wait"})
     t0 = time.monotonic()
     reply = chat(calc, "mia", "call stuck.wait {}")
@@ -110,7 +110,7 @@ def test_a_hanging_server_times_out_and_the_turn_goes_on(calc: World) -> None:
 
 
 def test_a_crashing_server_is_a_tool_error_and_is_restarted(calc: World) -> None:
-    assert add_server(calc, "boom", **stdio("crash"), timeout=10).status_code == 202
+    assert add_server(calc, "boom", **stdio("crash"), timeout=10).status_code == 201
     applied(calc, "boom", {"boom.boom"})
     reply = chat(calc, "mia", "call boom.boom {}")
     assert "tool said: error:" in reply and "boom" in reply, reply
@@ -134,7 +134,7 @@ def test_a_server_that_cannot_start_is_refused_when_added(calc: World) -> None:
 def test_streamable_http_server_with_a_secret_header(calc: World) -> None:
     """Elowen's own /mcp as an external streamable HTTP server, with mia's token."""
     r = add_server(calc, "self", url=calc.d.url + "/mcp", secret_headers={"Authorization": f"Bearer {calc.tokens['mia']}"}, timeout=20)
-    assert r.status_code == 202, r.text
+    assert r.status_code == 201, r.text
     assert calc.tokens["mia"] not in r.text
     wait_for(lambda: "self.projects_list" in servers(calc).get("self", {}).get("tools", []), what="self applied")
     reply = chat(calc, "mia", "call self.projects_list {}")
@@ -163,6 +163,25 @@ def test_disable_ends_the_server_processes_and_remove_forgets(calc: World) -> No
     wait_for(lambda: "calc" in servers(calc), what="re-enabled")
     with calc.rest("admin") as c:
         r = c.delete("/mcp-servers/other")
-        assert r.status_code == 202, (r.text, sorted(servers(calc)), (calc.d.home / "config.toml").read_text())
+        assert r.status_code == 200, (r.text, sorted(servers(calc)), (calc.d.home / "config.toml").read_text())
     wait_for(lambda: "other" not in servers(calc), what="removed")
     assert "other" not in (calc.d.home / "plugins" / "mcp-client" / "secrets.json").read_text()
+
+
+def test_instance_servers_added_at_the_same_time_are_all_kept(calc: World) -> None:
+    """Two admins adding at once keep both servers: each change is applied to the servers as
+    stored then, one at a time (before, each add PATCHed a whole map computed from its own
+    runtime's snapshot in the background; the first restart made the others fail with 500)."""
+    import concurrent.futures
+
+    names = ["par1", "par2", "par3"]
+    with concurrent.futures.ThreadPoolExecutor(len(names)) as pool:
+        answers = list(pool.map(lambda n: add_server(calc, n, **stdio("ok"), timeout=20), names))
+    codes = [r.status_code for r in answers]
+    assert codes == [201] * len(names), [r.text for r in answers]
+    wait_for(lambda: set(names) <= set(servers(calc)), timeout=60, what=f"all of {names} applied: {sorted(servers(calc))}")
+    with calc.rest("admin") as c:
+        for n in names:
+            assert c.delete(f"/mcp-servers/{n}").status_code == 200
+            wait_for(lambda n=n: n not in servers(calc), what=f"{n} removed")  # type: ignore[misc]
+    assert "calc" in servers(calc)

@@ -96,8 +96,6 @@ async def add() -> Any:
     server = reply.body["server"]
     tools = server.get("tools") or []
     text = f"Added {name}: {len(tools)} tool(s)."
-    if reply.body.get("applying"):
-        text += " Instance-wide servers apply in a moment (the plugin restarts)."
     return await _panel(text, True), 200, {"X-Elowen-Ok": "1"}
 
 
