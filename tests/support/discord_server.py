@@ -57,6 +57,10 @@ __all__ = ["BOT_ID", "GUILD_ID", "DiscordServer", "RestCall", "user_object"]
 BOT_ID = "900000000000000001"
 GUILD_ID = "800000000000000001"
 APP_ID = BOT_ID
+CLOSE_WAIT = 2.0
+"""Seconds the server waits, when it stops, for a client to answer its WebSocket close (aiohttp
+waits 10 s by default: a client slow to answer made a test's teardown time out) or to end its
+open HTTP connections."""
 _snowflakes = itertools.count(1_100_000_000_000_000_000)
 
 
@@ -173,7 +177,7 @@ class DiscordServer:
 
     def __exit__(self, *exc: Any) -> None:
         assert self._loop is not None
-        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(10)
@@ -185,7 +189,7 @@ class DiscordServer:
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=CLOSE_WAIT)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
@@ -357,7 +361,7 @@ class DiscordServer:
         await self._send(frame)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse(heartbeat=None, max_msg_size=4 * 1024 * 1024)
+        ws = web.WebSocketResponse(heartbeat=None, max_msg_size=4 * 1024 * 1024, timeout=CLOSE_WAIT)
         await ws.prepare(request)
         if self._ws is not None and not self._ws.closed:
             await self._ws.close(code=4000)
