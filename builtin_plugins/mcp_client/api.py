@@ -224,19 +224,21 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             runtime.ctx.log.info("user %s added their MCP server %s (%d tools)", uid, name, len(cfg.tools))
             return Response({"server": cfg.public() | {"status": runtime.status(name, uid)}, "applying": False}, status=201)
         replace = bool(body.get("replace"))
+        secrets_file = runtime.secrets
+        before: list[dict[str, str]] = []
 
-        def put(servers: dict[str, Any]) -> dict[str, Any]:
+        def put(servers: dict[str, Any]) -> dict[str, Any]:  # under the apply lock
             if name in servers and not replace:  # another admin took the name meanwhile
                 raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it")
+            before.append(secrets_file.get(name))
+            secrets_file.put(name, secrets)  # before the restart that starts the server with them
             return servers | {name: cfg.stored()}
 
-        secrets_file = runtime.secrets
-        old_secrets = secrets_file.get(name)
-        secrets_file.put(name, secrets)  # before the restart that starts the server with them
         try:
             await apply(req.headers.get("authorization", ""), put)
         except HTTPError:
-            secrets_file.put(name, old_secrets or None)
+            if before:  # the change was refused: the secrets it stored go back
+                secrets_file.put(name, before[0] or None)
             raise
         return Response({"server": cfg.public(), "applying": False}, status=201)
 

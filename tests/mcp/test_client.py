@@ -180,6 +180,11 @@ def test_instance_servers_added_at_the_same_time_are_all_kept(calc: World) -> No
     codes = [r.status_code for r in answers]
     assert codes == [201] * len(names), [r.text for r in answers]
     wait_for(lambda: set(names) <= set(servers(calc)), timeout=60, what=f"all of {names} applied: {sorted(servers(calc))}")
+    # the same new name twice at once: one is added, the other told the name is taken
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        same = list(pool.map(lambda _: add_server(calc, "twin", **stdio("ok"), timeout=20), range(2)))
+    assert sorted(r.status_code for r in same) == [201, 409], [r.text for r in same]
+    names.append("twin")
     with calc.rest("admin") as c:
         for n in names:
             assert c.delete(f"/mcp-servers/{n}").status_code == 200
