@@ -99,6 +99,20 @@ def _daemon_url(home: Path) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{int(info['port'])}"
 
 
+async def _landed(url: str, headers: dict[str, str], name: str, entry: Any) -> bool:
+    """Whether the stored ``servers`` hold ``entry`` as ``name`` (``None``: no ``name``) —
+    a change whose PATCH failed or went unanswered may have been stored all the same."""
+    with trio.move_on_after(10):
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+                r = await client.get(url + "/plugins/mcp-client", headers=headers)
+            stored = (r.json().get("config") or {}).get("servers") or {}
+            return r.status_code < 400 and plain(dict(stored).get(name)) == entry
+        except (OSError, ValueError, KeyError, AttributeError, TypeError, httpx.HTTPError):
+            return False
+    return False
+
+
 def may_run_commands(ctx: Any, user_id: int) -> bool:
     """Whether the user is an admin or their tool grants include ``terminal.run`` (the brain
     already runs their commands on this host, so a stdio server of theirs gives them nothing
@@ -129,13 +143,21 @@ def _other_namespaces(runtime: Any) -> dict[str, str]:
 def routes(rt: Callable[[], Any]) -> list[Route]:
     """The routes; ``rt()`` is the plugin's current runtime (:class:`.plugin.Runtime`)."""
 
-    async def apply(authorization: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    async def apply(authorization: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], settle: Callable[[bool], None]) -> None:
         """Change the instance's ``servers`` config through the daemon's API, as the caller:
         ``GET /plugins/mcp-client`` for the servers as stored *now*, ``change`` them, ``PATCH
         /plugins/mcp-client/config`` (the kernel restarts this plugin with them and answers
-        once it has). One apply at a time (:data:`_APPLY_LOCK`), each from the stored map, so
-        two admins adding servers at once keep both. Runs in the request's own task, which
-        the restart does not end.
+        once it has), then ``settle(applied)`` (the secrets follow the definition). One apply
+        at a time (:data:`_APPLY_LOCK`), each from the stored map, so two admins adding
+        servers at once keep both. Runs in the request's own task, which the restart does not
+        end.
+
+        Once the lock is taken the change runs to its end (within :data:`APPLY_TIMEOUT`) even
+        if the caller hangs up or the response timeout cancels the request: cut between the
+        PATCH and ``settle``, a removed server's secrets would stay behind, a replaced one's
+        new secrets would serve its old definition. A PATCH that failed (or was not answered)
+        after the daemon stored it — the daemon's own response timeout ends its wait for the
+        restart, not the change — counts as applied when the stored ``name`` is what was sent.
 
         Raises:
             HTTPError: 502 ``apply_failed`` if the daemon refused or could not be reached (the
@@ -143,19 +165,31 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
         """
         home = Path(rt().ctx.data_dir).parent.parent
         headers = {"Authorization": authorization}
+        failure: str | None = None
         async with _APPLY_LOCK:
-            try:
-                url = _daemon_url(home)
-                async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
-                    r = await client.get(url + "/plugins/mcp-client", headers=headers)
-                    if r.status_code < 400:
-                        stored = (r.json().get("config") or {}).get("servers") or {}
-                        servers = change({str(k): plain(v) for k, v in dict(stored).items()})
-                        r = await client.patch(url + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers=headers)
-            except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
-                raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {exc}") from None
-        if r.status_code >= 400:
-            raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {r.status_code} {r.text[:300]}")
+            with trio.CancelScope(shield=True):
+                url, servers = "", None
+                with trio.move_on_after(APPLY_TIMEOUT) as limit:
+                    try:
+                        url = _daemon_url(home)
+                        async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
+                            r = await client.get(url + "/plugins/mcp-client", headers=headers)
+                            if r.status_code < 400:
+                                stored = (r.json().get("config") or {}).get("servers") or {}
+                                servers = change({str(k): plain(v) for k, v in dict(stored).items()})
+                                r = await client.patch(url + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers=headers)
+                        if r.status_code >= 400:
+                            failure = f"{r.status_code} {r.text[:300]}"
+                    except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
+                        failure = str(exc) or type(exc).__name__
+                if limit.cancelled_caught:
+                    failure = f"no answer within {APPLY_TIMEOUT:g} s"
+                if servers is not None:
+                    if failure is not None and await _landed(url, headers, name, servers.get(name)):
+                        failure = None
+                    settle(failure is None)
+        if failure is not None:
+            raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {failure}")
 
     def list_servers(req: Request) -> dict[str, Any]:
         uid = _full(req.principal)
@@ -234,12 +268,11 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             secrets_file.put(name, secrets)  # before the restart that starts the server with them
             return servers | {name: cfg.stored()}
 
-        try:
-            await apply(req.headers.get("authorization", ""), put)
-        except HTTPError:
-            if before:  # the change was refused: the secrets it stored go back
+        def settle(applied: bool) -> None:
+            if not applied:  # the change was refused: the secrets it stored go back
                 secrets_file.put(name, before[0] or None)
-            raise
+
+        await apply(req.headers.get("authorization", ""), name, put, settle)
         return Response({"server": cfg.public(), "applying": False}, status=201)
 
     async def remove_server(req: Request) -> Response:
@@ -263,8 +296,11 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
                 raise HTTPError(404, "not_found", f"no MCP server {name!r}")
             return {k: v for k, v in servers.items() if k != name}
 
-        await apply(req.headers.get("authorization", ""), drop)
-        secrets_file.put(name, None)
+        def settle(applied: bool) -> None:
+            if applied:
+                secrets_file.put(name, None)
+
+        await apply(req.headers.get("authorization", ""), name, drop, settle)
         return Response({"name": name, "scope": "instance", "removed": True, "applying": False})
 
     def _conn(req: Request) -> ServerConnection:

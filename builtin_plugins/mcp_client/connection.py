@@ -287,13 +287,16 @@ class ServerConnection:
 
 
 def resource_snapshot(resource: Any) -> dict[str, Any]:
-    """A listed ``mcp_types.Resource`` as JSON (``uri``, ``name``, ``description``, ``mime_type``)."""
-    return {
+    """A listed ``mcp_types.Resource`` as JSON (``uri``, ``name``, ``description``, and
+    ``mime_type`` if it has one: an instance-wide snapshot goes to ``config.toml``, which has
+    no null)."""
+    out = {
         "uri": str(resource.uri),
         "name": str(getattr(resource, "name", "") or ""),
         "description": (getattr(resource, "description", None) or "").strip()[:500],
-        "mime_type": getattr(resource, "mime_type", None),
     }
+    mime_type = getattr(resource, "mime_type", None)
+    return out if mime_type is None else out | {"mime_type": str(mime_type)}
 
 
 def resource_value(result: Any) -> list[dict[str, Any]]:
@@ -310,9 +313,20 @@ def resource_value(result: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _no_nulls(value: Any) -> Any:
+    """``value`` without its ``null`` members (dict entries and list items)."""
+    if isinstance(value, dict):
+        return {k: _no_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_no_nulls(v) for v in value if v is not None]
+    return value
+
+
 def snapshot(tool: Any) -> dict[str, Any]:
-    """A listed ``mcp_types.Tool`` as stored in the config snapshot (JSON-safe)."""
-    schema = json.loads(json.dumps(tool.input_schema or {"type": "object", "properties": {}}, default=str))
+    """A listed ``mcp_types.Tool`` as stored in the config snapshot (JSON-safe, and without
+    ``null``s — ``"default": null`` of an optional argument, as the Python SDK writes it: an
+    instance-wide snapshot goes to ``config.toml``, which has no null)."""
+    schema = _no_nulls(json.loads(json.dumps(tool.input_schema or {"type": "object", "properties": {}}, default=str)))
     return {"name": tool.name, "description": (tool.description or "").strip()[:1000], "input_schema": schema}
 
 
