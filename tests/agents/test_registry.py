@@ -78,7 +78,7 @@ async def test_builtins_and_a_third_party_provider_through_one_registry(tmp_path
 
         # the scheduler starts the third party's CLI; the deriver classifies its screen with its patterns
         row = await until(
-            lambda: kernel.store.query_one("SELECT * FROM agent_sessions WHERE task_id = ? AND state = 'running' AND pane_id IS NOT NULL", (running["id"],)),
+            lambda: kernel.store.query_one("SELECT * FROM agent_sessions WHERE task_id = ? AND state = 'running' AND pane_id != ''", (running["id"],)),
             what="a running mycli session",
         )
         assert (row["provider"], row["model"]) == ("mycli", "deep-1")
@@ -166,8 +166,11 @@ async def test_agents_of_a_provider_enabled_after_a_restart_are_supervised(tmp_p
         repo.mkdir()
         project = kernel.store.execute("INSERT INTO projects (name, path, created_at) VALUES ('demo', ?, '2026-01-01T00:00:00.000Z')", (str(repo),))
         task = tasks.create(title="Run it", project_id=project, exec="mycli:deep-1", description="Run the thing.")
+        # pane_id is '' (never NULL) from the claim until tmux has created the session: restarting
+        # before that would interrupt the spawn, and the next kernel rightly ends and relaunches
+        # a session that never started instead of taking it back
         row = await until(
-            lambda: kernel.store.query_one("SELECT * FROM agent_sessions WHERE task_id = ? AND state = 'running' AND pane_id IS NOT NULL", (task["id"],)),
+            lambda: kernel.store.query_one("SELECT * FROM agent_sessions WHERE task_id = ? AND state = 'running' AND pane_id != ''", (task["id"],)),
             what="a running mycli session",
         )
     name = row["session"]
