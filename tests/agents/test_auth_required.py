@@ -190,7 +190,6 @@ def socket_name() -> Any:
         yield name
 
 
-@pytest.mark.flaky(reruns=1, reruns_delay=2)  # failed twice under parallel load (timing of the deriver's sweeps); reported as a rerun
 async def test_not_logged_in_blocks_the_task_with_a_note(tmp_path: Path, socket_name: str) -> None:
     screen = SCREENS / "claude" / "captured" / "24_auth_required_80x24_not_logged_in.txt"
     async with world(tmp_path, socket_name, screen) as w:
@@ -204,8 +203,9 @@ async def test_not_logged_in_blocks_the_task_with_a_note(tmp_path: Path, socket_
         signals = [e for e in w.events("signal") if e["task_id"] == task_id]
         assert any(e["signal"] == "error" and e["state"] == "auth_required" for e in signals), signals
         assert not any(e["signal"] in ("complete", "needs_input") for e in signals), signals
-        exited = [e for e in w.events("agent.exited") if e["task_id"] == task_id]
-        assert exited and exited[-1]["reason"] == auth_note("claude")
+        # the task is blocked first; agent.exited follows once its tmux session has ended
+        exited = await until(lambda: [e for e in w.events("agent.exited") if e["task_id"] == task_id], what="agent.exited")
+        assert exited[-1]["reason"] == auth_note("claude")
         assert any(e.get("task", {}).get("state") == "blocked" for e in w.events("task.updated") if e.get("task", {}).get("id") == task_id)
         session = await until(
             lambda: (lambda s: s if s["state"] != "running" else None)(w.agents.session_store.by_name(f"elowen-t{task_id}-a1")), what="session ended"
