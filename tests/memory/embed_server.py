@@ -6,6 +6,10 @@ request ``{"model", "input": str | [str]}``, answer ``{"object": "list", "data":
 The vectors are a deterministic bag of hashed words (dimension 64, or 32 for a model whose
 name ends in ``-small``), so texts sharing words are close. Every request is recorded;
 ``hold`` (a threading.Event that is clear) makes requests wait until it is set.
+
+It stands in for an embedding model in the fast tests only (the wire format is real, the
+vectors are not meaningful beyond shared words); the real offline model is tested in
+``test_local_model.py`` and ``test_local_onnx.py`` (the slow set).
 """
 
 from __future__ import annotations
