@@ -22,12 +22,12 @@ instance-wide one share a name (default: the user's own first).
                                            tools and resources (within its timeout; 422
                                            ``mcp_unavailable`` if it cannot), stores the secrets
                                            (0600). A user's own server is effective at once →
-                                           201 ``{"server", "applying": false}``; an
+                                           201 ``{"server"}``; an
                                            instance-wide one is applied as ``PATCH
                                            /plugins/mcp-client/config`` with the caller's token
                                            before the answer (the plugin restarts with the new
                                            tools; one change at a time, each from the stored
-                                           map) → 201 ``{"server", "applying": false}``; 502
+                                           map) → 201 ``{"server"}``; 502
                                            ``apply_failed`` if that failed. 409 ``exists`` for a
                                            taken name without ``replace`` (a user's own server may
                                            not take an instance-wide server's name, no server
@@ -52,6 +52,7 @@ instance-wide one share a name (default: the user's own first).
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
 from collections.abc import Callable
@@ -99,18 +100,18 @@ def _daemon_url(home: Path) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{int(info['port'])}"
 
 
-async def _landed(url: str, headers: dict[str, str], name: str, entry: Any) -> bool:
-    """Whether the stored ``servers`` hold ``entry`` as ``name`` (``None``: no ``name``) —
-    a change whose PATCH failed or went unanswered may have been stored all the same."""
-    with trio.move_on_after(10):
-        try:
-            async with httpx.AsyncClient(timeout=10) as client:
-                r = await client.get(url + "/plugins/mcp-client", headers=headers)
-            stored = (r.json().get("config") or {}).get("servers") or {}
-            return r.status_code < 400 and plain(dict(stored).get(name)) == entry
-        except (OSError, ValueError, KeyError, AttributeError, TypeError, httpx.HTTPError):
-            return False
-    return False
+async def _stored_servers(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> dict[str, Any]:
+    """The instance's ``servers`` as stored now (``GET /plugins/mcp-client``, as the caller).
+
+    Raises:
+        ValueError: the daemon refused (status and body in the message) or answered no JSON.
+        httpx.HTTPError: it could not be reached.
+    """
+    r = await client.get(url + "/plugins/mcp-client", headers=headers)
+    if r.status_code >= 400:
+        raise ValueError(f"{r.status_code} {r.text[:300]}")
+    stored = (r.json().get("config") or {}).get("servers") or {}
+    return {str(k): plain(v) for k, v in dict(stored).items()}
 
 
 def may_run_commands(ctx: Any, user_id: int) -> bool:
@@ -143,18 +144,19 @@ def _other_namespaces(runtime: Any) -> dict[str, str]:
 def routes(rt: Callable[[], Any]) -> list[Route]:
     """The routes; ``rt()`` is the plugin's current runtime (:class:`.plugin.Runtime`)."""
 
-    async def apply(authorization: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], settle: Callable[[bool], None]) -> None:
+    async def apply(authorization: str, name: str, change: Callable[[dict[str, Any]], dict[str, Any]], undo: Callable[[], None] | None = None) -> None:
         """Change the instance's ``servers`` config through the daemon's API, as the caller:
-        ``GET /plugins/mcp-client`` for the servers as stored *now*, ``change`` them, ``PATCH
+        the servers as stored *now* (:func:`_stored_servers`), ``change`` them, ``PATCH
         /plugins/mcp-client/config`` (the kernel restarts this plugin with them and answers
-        once it has), then ``settle(applied)`` (the secrets follow the definition). One apply
-        at a time (:data:`_APPLY_LOCK`), each from the stored map, so two admins adding
-        servers at once keep both. Runs in the request's own task, which the restart does not
-        end.
+        once it has). One apply at a time (:data:`_APPLY_LOCK`), each from the stored map, so
+        two admins adding servers at once keep both. Runs in the request's own task, which
+        the restart does not end. Once applied, ``secrets.json`` keeps only the secrets of the
+        stored servers (a removed server's go; so do those a crash mid-apply left behind);
+        not applied, ``undo()`` runs (an add puts back the secrets it stored).
 
         Once the lock is taken the change runs to its end (within :data:`APPLY_TIMEOUT`) even
         if the caller hangs up or the response timeout cancels the request: cut between the
-        PATCH and ``settle``, a removed server's secrets would stay behind, a replaced one's
+        PATCH and the secrets, a removed server's secrets would stay behind, a replaced one's
         new secrets would serve its old definition. A PATCH that failed (or was not answered)
         after the daemon stored it — the daemon's own response timeout ends its wait for the
         restart, not the change — counts as applied when the stored ``name`` is what was sent.
@@ -163,31 +165,34 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             HTTPError: 502 ``apply_failed`` if the daemon refused or could not be reached (the
                 config is unchanged); whatever ``change`` raises (409 / 404) likewise.
         """
-        home = Path(rt().ctx.data_dir).parent.parent
+        runtime = rt()
+        home = Path(runtime.ctx.data_dir).parent.parent
         headers = {"Authorization": authorization}
         failure: str | None = None
+        errors = (OSError, ValueError, KeyError, AttributeError, TypeError, httpx.HTTPError)
         async with _APPLY_LOCK:
             with trio.CancelScope(shield=True):
-                url, servers = "", None
-                with trio.move_on_after(APPLY_TIMEOUT) as limit:
-                    try:
-                        url = _daemon_url(home)
-                        async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
-                            r = await client.get(url + "/plugins/mcp-client", headers=headers)
-                            if r.status_code < 400:
-                                stored = (r.json().get("config") or {}).get("servers") or {}
-                                servers = change({str(k): plain(v) for k, v in dict(stored).items()})
-                                r = await client.patch(url + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers=headers)
-                        if r.status_code >= 400:
-                            failure = f"{r.status_code} {r.text[:300]}"
-                    except (OSError, ValueError, KeyError, httpx.HTTPError) as exc:
-                        failure = str(exc) or type(exc).__name__
-                if limit.cancelled_caught:
-                    failure = f"no answer within {APPLY_TIMEOUT:g} s"
-                if servers is not None:
-                    if failure is not None and await _landed(url, headers, name, servers.get(name)):
-                        failure = None
-                    settle(failure is None)
+                async with httpx.AsyncClient(timeout=APPLY_TIMEOUT) as client:
+                    url, servers = "", None
+                    with trio.move_on_after(APPLY_TIMEOUT) as limit:
+                        try:
+                            url = _daemon_url(home)
+                            servers = change(await _stored_servers(client, url, headers))
+                            r = await client.patch(url + "/plugins/mcp-client/config", json={"values": {"servers": servers}}, headers=headers)
+                            if r.status_code >= 400:
+                                failure = f"{r.status_code} {r.text[:300]}"
+                        except errors as exc:
+                            failure = str(exc) or type(exc).__name__
+                    if limit.cancelled_caught:
+                        failure = f"no answer within {APPLY_TIMEOUT:g} s"
+                    if failure is not None and servers is not None:  # stored all the same?
+                        with trio.move_on_after(10), contextlib.suppress(*errors):
+                            if (await _stored_servers(client, url, headers)).get(name) == servers.get(name):
+                                failure = None
+                    if failure is None and servers is not None:
+                        runtime.secrets.keep(set(servers))
+                    elif undo is not None:
+                        undo()
         if failure is not None:
             raise HTTPError(502, "apply_failed", f"applying the MCP servers failed: {failure}")
 
@@ -256,7 +261,7 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
         if scope == "user":
             runtime.put_user_server(uid, name, cfg, secrets)
             runtime.ctx.log.info("user %s added their MCP server %s (%d tools)", uid, name, len(cfg.tools))
-            return Response({"server": cfg.public() | {"status": runtime.status(name, uid)}, "applying": False}, status=201)
+            return Response({"server": cfg.public() | {"status": runtime.status(name, uid)}}, status=201)
         replace = bool(body.get("replace"))
         secrets_file = runtime.secrets
         before: list[dict[str, str]] = []
@@ -268,12 +273,12 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
             secrets_file.put(name, secrets)  # before the restart that starts the server with them
             return servers | {name: cfg.stored()}
 
-        def settle(applied: bool) -> None:
-            if not applied:  # the change was refused: the secrets it stored go back
+        def undo() -> None:  # the change was refused: the secrets it stored go back
+            if before:
                 secrets_file.put(name, before[0] or None)
 
-        await apply(req.headers.get("authorization", ""), name, put, settle)
-        return Response({"server": cfg.public(), "applying": False}, status=201)
+        await apply(req.headers.get("authorization", ""), name, put, undo)
+        return Response({"server": cfg.public()}, status=201)
 
     async def remove_server(req: Request) -> Response:
         me = req.principal
@@ -283,25 +288,20 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
         runtime = rt()
         if scope in (None, "user") and name in runtime.users.raw(uid):
             runtime.put_user_server(uid, name, None)
-            return Response({"name": name, "scope": "user", "removed": True, "applying": False})
+            return Response({"name": name, "scope": "user", "removed": True})
         servers = runtime.raw_servers()
         if scope == "user" or name not in servers:
             raise HTTPError(404, "not_found", f"no MCP server {name!r}")
         if not me.is_admin:
             raise HTTPError(403, "forbidden", "only an admin may remove an instance-wide MCP server")
-        secrets_file = runtime.secrets
 
         def drop(servers: dict[str, Any]) -> dict[str, Any]:
             if name not in servers:  # another admin removed it meanwhile
                 raise HTTPError(404, "not_found", f"no MCP server {name!r}")
             return {k: v for k, v in servers.items() if k != name}
 
-        def settle(applied: bool) -> None:
-            if applied:
-                secrets_file.put(name, None)
-
-        await apply(req.headers.get("authorization", ""), name, drop, settle)
-        return Response({"name": name, "scope": "instance", "removed": True, "applying": False})
+        await apply(req.headers.get("authorization", ""), name, drop)
+        return Response({"name": name, "scope": "instance", "removed": True})
 
     def _conn(req: Request) -> ServerConnection:
         uid = _full(req.principal)

@@ -227,6 +227,13 @@ class SecretStore:
     def get(self, server: str) -> dict[str, str]:
         return dict(self._read().get(server) or {})
 
+    def keep(self, servers: set[str]) -> None:
+        """Forget the secrets of every server not in ``servers`` (the file is rewritten only
+        if one goes)."""
+        data = self._read()
+        if not set(data) <= servers:
+            _write_private(self.path, {k: v for k, v in data.items() if k in servers})
+
     def put(self, server: str, values: Mapping[str, str] | None) -> None:
         """Replace the secrets of ``server`` (``None``/empty: forget them)."""
         data = self._read()

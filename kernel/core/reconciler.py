@@ -232,13 +232,16 @@ class Registry(Catalog):
         rec = self.get(name)
         if rec.manifest is None:
             raise ConfigError(f"plugin {name!r} has no valid manifest: {rec.error}")
-        current = dict(self._settings_entry(name).get("config", {}))
-        current.update(values)
-        validated = rec.manifest.validate_config(current)
-        stored = {k: validated[k] for k in current}
+        manifest = rec.manifest
 
         def mutate(data: dict[str, Any]) -> None:
-            data.setdefault("plugins", {}).setdefault(name, {})["config"] = stored
+            # merged with the config as stored now, under the settings lock: two requests
+            # setting different keys at once keep both
+            entry = data.setdefault("plugins", {}).setdefault(name, {})
+            current = dict(entry.get("config", {}))
+            current.update(values)
+            validated = manifest.validate_config(current)
+            entry["config"] = {k: validated[k] for k in current}
 
         self._kernel.settings.update(mutate)
         await self.reconcile(retry={name})

@@ -152,6 +152,19 @@ async def test_config_change_restarts_plugin_and_bad_config_is_refused(open_kern
         assert (tmp_path / "home" / "config.toml").read_text() == before
 
 
+async def test_configure_merges_with_the_config_as_stored_now(open_kernel, tmp_path):
+    """A hand edit of another key that the settings watcher has not read yet is kept: the merge
+    reads the file under the settings lock (it used to merge into the last loaded snapshot)."""
+    async with open_kernel("sample_good") as k:
+        await k.registry.enable("good")
+        await k.registry.configure("good", {"word": "hi"})
+        cfg = tmp_path / "home" / "config.toml"
+        cfg.write_text(cfg.read_text().replace('word = "hi"', 'word = "edited"'))  # no checkpoint: the watcher cannot have seen it
+        info = await k.registry.configure("good", {"limit": 7})
+        assert info["config"] == {"word": "edited", "limit": 7}
+        assert 'word = "edited"' in cfg.read_text() and "limit = 7" in cfg.read_text()
+
+
 async def test_hand_edit_of_config_toml_is_reconciled(open_kernel, tmp_path):
     async with open_kernel("sample_good") as k:
         await k.registry.enable("good")

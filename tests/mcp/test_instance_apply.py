@@ -27,6 +27,7 @@ import pytest
 import tomli_w
 
 from tests.daemon.conftest import DaemonProc, start_daemon
+from tests.support.waiting import wait
 
 from .conftest import PROVIDERS, World
 
@@ -54,16 +55,6 @@ def plain() -> str:
 
 server.run("stdio")
 """
-
-
-def wait_for(check: Any, timeout: float = 30.0, what: str = "condition", step: float = 0.2) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stdio(mode: str = "ok") -> dict[str, Any]:
@@ -105,7 +96,7 @@ def leave_during(d: DaemonProc, token: str, method: str, path: str, body: Any, u
     s = socket.create_connection(("127.0.0.1", d.port))
     try:
         s.sendall(head.encode() + data)
-        wait_for(until, timeout=30, what=what, step=0.01)
+        wait(until, timeout=30, what=what, interval=0.01)
         s.setblocking(False)
         with pytest.raises(BlockingIOError):  # not answered yet: we leave mid-apply
             s.recv(1)
@@ -141,13 +132,34 @@ def test_leaving_mid_remove_forgets_the_secrets_too(sticky: World) -> None:
         assert "gone" in secrets(home)
         start_sticky(c)
         leave_during(sticky.d, str(sticky.tokens["admin"]), "DELETE", "/mcp-servers/gone", None, lambda: "gone" not in stored(home), "gone left config.toml")
-        wait_for(lambda: "gone" not in listed(c), what="the plugin restarted without gone")
+        wait(lambda: "gone" not in listed(c), timeout=30, what="the plugin restarted without gone")
         time.sleep(1.0)
         assert "gone" not in secrets(home), "a removed server's secrets stayed behind"
         t0 = time.monotonic()  # the lock was released
         r = c.post("/mcp-servers", json={"name": "after", **stdio()}, timeout=60)
         assert r.status_code == 201 and time.monotonic() - t0 < 30, r.text
         assert c.delete("/mcp-servers/after", timeout=60).status_code == 200
+
+
+def test_secrets_a_crash_left_behind_go_with_the_next_change(sticky: World) -> None:
+    """kill -9 between storing an add's secrets and its PATCH (or between a remove's PATCH and
+    its secrets) leaves secrets of a server that is not stored. The state such a crash leaves is
+    written here by hand (a real kill at that instant cannot be timed); the next change drops
+    them, and keeps the stored servers' secrets."""
+    home = sticky.d.home
+    path = home / "plugins" / "mcp-client" / "secrets.json"
+    with sticky.rest("admin") as c:
+        r = c.post("/mcp-servers", json={"name": "kept", **stdio(), "secret_env": {"KEPT_TOKEN": "kept-secret"}}, timeout=60)
+        assert r.status_code == 201, r.text
+        path.write_text(json.dumps(secrets(home) | {"orphan": {"ORPHAN_TOKEN": "orphan-secret"}}))
+        r = c.post("/mcp-servers", json={"name": "next", **stdio()}, timeout=60)
+        assert r.status_code == 201, r.text
+        left = secrets(home)
+        assert "orphan" not in left and left.get("kept") == {"KEPT_TOKEN": "kept-secret"}, left
+        assert path.stat().st_mode & 0o777 == 0o600
+        for name in ("kept", "next"):
+            assert c.delete(f"/mcp-servers/{name}", timeout=60).status_code == 200
+        assert "kept" not in secrets(home)
 
 
 def test_leaving_mid_replace_keeps_definition_and_secrets_together(sticky: World) -> None:
@@ -282,7 +294,7 @@ def test_the_plugin_disabled_while_an_add_waits_for_the_lock(sticky: World) -> N
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         first = pool.submit(remove, 0)
-        wait_for(lambda: "slowdel" not in stored(home), step=0.01, what="the remove is applying")
+        wait(lambda: "slowdel" not in stored(home), interval=0.01, timeout=30, what="the remove is applying")
         second = pool.submit(add, 0)
         with sticky.rest("admin") as c:
             r = c.post("/plugins/mcp-client/disable", json={}, timeout=60)
@@ -295,7 +307,7 @@ def test_the_plugin_disabled_while_an_add_waits_for_the_lock(sticky: World) -> N
         if added.status_code == 201:
             assert "waiter" in stored(home) and secrets(home)["waiter"] == {"W": "w-1"}
         assert c.post("/plugins/mcp-client/enable").status_code == 200
-        wait_for(lambda: "sticky" in listed(c), what="re-enabled")
+        wait(lambda: "sticky" in listed(c), timeout=30, what="re-enabled")
         if added.status_code == 201:
             assert "waiter" in listed(c)
             assert c.delete("/mcp-servers/waiter", timeout=60).status_code == 200
@@ -316,7 +328,7 @@ def test_hand_edits_of_config_toml_are_kept(sticky: World) -> None:
 
     with sticky.rest("admin") as c:
         hand_add("hand1")
-        wait_for(lambda: "hand1" in listed(c), what="the hand edit applied")
+        wait(lambda: "hand1" in listed(c), timeout=30, what="the hand edit applied")
         assert c.post("/mcp-servers", json={"name": "api1", **stdio()}, timeout=60).status_code == 201
         assert {"hand1", "api1"} <= set(stored(home))
         start_sticky(c)
@@ -327,10 +339,10 @@ def test_hand_edits_of_config_toml_are_kept(sticky: World) -> None:
 
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             fut = pool.submit(remove, 0)
-            wait_for(lambda: "api1" not in stored(home), step=0.01, what="the remove is applying")
+            wait(lambda: "api1" not in stored(home), interval=0.01, timeout=30, what="the remove is applying")
             hand_add("hand2")
             assert fut.result().status_code == 200
-        wait_for(lambda: {"hand1", "hand2"} <= set(listed(c)), what="both hand edits applied")
+        wait(lambda: {"hand1", "hand2"} <= set(listed(c)), timeout=30, what="both hand edits applied")
         assert "api1" not in stored(home)
         for n in ("hand1", "hand2"):
             assert c.delete(f"/mcp-servers/{n}", timeout=60).status_code == 200
@@ -385,11 +397,11 @@ def test_a_remove_cut_by_the_response_timeout_is_whole(short: tuple[DaemonProc, 
     d, home = short
     with d.admin() as c:
         c.get("/mcp-servers/sticky/tools", timeout=30)  # may be 504 (1 s): the server starts all the same
-        wait_for(lambda: listed(c)["sticky"]["status"]["state"] == "ready", what="sticky running")
+        wait(lambda: listed(c)["sticky"]["status"]["state"] == "ready", timeout=30, what="sticky running")
         r = c.delete("/mcp-servers/cut", timeout=60)
         # mostly 504 (the handler is cut at 1 s, the PATCH's wait for the restart too; 200 if
         # the cut found no checkpoint left): either way the change is stored, and whole
         assert r.status_code in (200, 504), r.text
-        wait_for(lambda: "cut" not in listed(c) and "sticky" in listed(c), what="the plugin restarted without cut")
+        wait(lambda: "cut" not in listed(c) and "sticky" in listed(c), timeout=30, what="the plugin restarted without cut")
         time.sleep(1.0)
         assert "cut" not in stored(home) and "cut" not in secrets(home), (r.status_code, secrets(home))

@@ -110,7 +110,7 @@ def test_two_members_may_each_have_a_server_of_the_same_name(notes: World) -> No
     assert "NOTES_TOKEN" not in names  # mia's secret never reaches bob's process
     assert 'tool said: {"result": 7}' in chat(notes, "mia", 'call notes.add {"a": 3, "b": 4}')
     r = elowen(notes, "bob", "mcp", "rm", "notes", "--json")
-    assert ok_json(r) == {"name": "notes", "scope": "user", "removed": True, "applying": False}
+    assert ok_json(r) == {"name": "notes", "scope": "user", "removed": True}
     assert "unknown tool" in chat(notes, "bob", 'call notes.add {"a": 1, "b": 1}')
     assert ("user", "notes") in listed(notes, "mia")
 
