@@ -223,13 +223,13 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
         if name in taken:
             raise HTTPError(409, "exists", f"{name!r} is the namespace of the tools of plugin {taken[name]!r}; choose another name")
         if scope == "instance" and name in runtime.raw_servers() and not body.get("replace"):
-            raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it")
+            raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it (elowen mcp add --replace)")
         if scope == "user":
             if name in runtime.raw_servers():
                 raise HTTPError(409, "exists", f"an instance-wide MCP server is named {name!r}; choose another name")
             own = runtime.users.raw(uid)
             if name in own and not body.get("replace"):
-                raise HTTPError(409, "exists", f"you have an MCP server {name!r}; send replace: true to change it")
+                raise HTTPError(409, "exists", f"you have an MCP server {name!r}; send replace: true to change it (elowen mcp add --replace)")
             if name not in own and len(own) >= MAX_USER_SERVERS:
                 raise HTTPError(422, "too_many", f"you have {len(own)} MCP servers, the most one user may have; remove one first")
             if body.get("command") and not me.is_admin and not may_run_commands(runtime.ctx, uid):
@@ -242,6 +242,8 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
         for field, value in (("secret_env", secret_env), ("secret_headers", secret_headers)):
             if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
                 raise HTTPError(422, "validation_error", f"{field} must be an object of strings (name: secret value)")
+            if any("\x00" in k + v for k, v in value.items()):
+                raise HTTPError(422, "validation_error", f"{field} must not contain NUL characters")
         definition = {k: body[k] for k in ("command", "args", "env", "url", "headers", "timeout", "needs_approval") if k in body}
         definition |= {"secret_env": sorted(secret_env), "secret_headers": sorted(secret_headers)}
         try:
@@ -268,7 +270,7 @@ def routes(rt: Callable[[], Any]) -> list[Route]:
 
         def put(servers: dict[str, Any]) -> dict[str, Any]:  # under the apply lock
             if name in servers and not replace:  # another admin took the name meanwhile
-                raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it")
+                raise HTTPError(409, "exists", f"an MCP server {name!r} exists; send replace: true to change it (elowen mcp add --replace)")
             before.append(secrets_file.get(name))
             secrets_file.put(name, secrets)  # before the restart that starts the server with them
             return servers | {name: cfg.stored()}

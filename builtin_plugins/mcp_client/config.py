@@ -128,6 +128,8 @@ def _strings(where: str, value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise McpConfigError(f"{where} must be a list of strings")
+    if any("\x00" in v for v in value):
+        raise McpConfigError(f"{where} must not contain NUL characters")
     return tuple(value)
 
 
@@ -136,6 +138,8 @@ def _table(where: str, value: Any) -> dict[str, str]:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise McpConfigError(f"{where} must be a table of strings")
+    if any("\x00" in k + v for k, v in value.items()):
+        raise McpConfigError(f"{where} must not contain NUL characters")
     return dict(value)
 
 
@@ -162,9 +166,9 @@ def parse_server(name: str, raw: Any, scope: str = "instance") -> ServerConfig:
     command, url = raw.get("command"), raw.get("url")
     if bool(command) == bool(url):
         raise McpConfigError(f"{where}: give exactly one of command (stdio) or url (streamable HTTP)")
-    if command is not None and not isinstance(command, str):
-        raise McpConfigError(f"{where}.command must be a string")
-    if url is not None and (not isinstance(url, str) or not re.match(r"https?://[^\s/]+", url)):
+    if command is not None and (not isinstance(command, str) or "\x00" in command):
+        raise McpConfigError(f"{where}.command must be a string without NUL characters")
+    if url is not None and (not isinstance(url, str) or not re.match(r"https?://[^\s/]+", url) or "\x00" in url):
         raise McpConfigError(f"{where}.url must be an http:// or https:// URL")
     timeout = raw.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= 3600:

@@ -115,7 +115,12 @@ def mcp_list(app: App, as_json: bool) -> None:
 @click.option("--secret-env", multiple=True, metavar="NAME[=env:VAR|=@FILE]", help="A secret environment variable (repeatable; value never shown back).")
 @click.option("-H", "--header", "headers", multiple=True, metavar="NAME=VALUE", help="A plain HTTP header (repeatable).")
 @click.option("--secret-header", multiple=True, metavar="NAME=env:VAR|NAME=@FILE", help="A secret HTTP header, e.g. Authorization=@token.txt (repeatable).")
-@click.option("--timeout", type=click.FloatRange(0, 3600, min_open=True), default=None, help="Seconds each call may take [default: 30].")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(0, 3600, min_open=True),
+    default=None,
+    help="Seconds each call may take [default: 30]; starting the server and listing its tools get at least 30 s.",
+)
 @click.option("--approval/--no-approval", "needs_approval", default=None, help="Whether each call needs the user's approval [default: yes].")
 @click.option("--scope", type=SCOPE, default=None, help="Your own server (user) or everyone's (instance, admins) [default: instance for admins, else user].")
 @click.option("--replace", is_flag=True, help="Change the server of that name.")

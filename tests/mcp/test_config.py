@@ -23,6 +23,11 @@ from elowen_builtins.mcp_client.config import McpConfigError, SecretStore, UserS
         ("s", {"command": "x", "needs_approval": "yes"}, "servers.s.needs_approval"),
         ("s", {"command": "x", "tools": [{"description": "no name"}]}, "servers.s.tools"),
         ("s", {"command": "x", "resources": [{"name": "no uri"}]}, "servers.s.resources"),
+        ("s", {"command": "py\x00thon"}, "servers.s.command must be a string without NUL"),
+        ("s", {"command": "x", "args": ["a\x00b"]}, "servers.s.args must not contain NUL"),
+        ("s", {"command": "x", "env": {"A": "1\x002"}}, "servers.s.env must not contain NUL"),
+        ("s", {"url": "http://h/\x00"}, "servers.s.url"),
+        ("s", {"url": "http://h", "headers": {"X-A": "a\x00"}}, "servers.s.headers must not contain NUL"),
     ],
 )
 def test_bad_definitions_name_the_field(name: str, raw: dict, message: str) -> None:
@@ -49,6 +54,10 @@ def test_secret_store_is_0600_and_forgets(tmp_path: Path) -> None:
     assert store.path.stat().st_mode & 0o777 == 0o600 and store.get("calc") == {"TOKEN": "v"}
     store.put("calc", None)
     assert store.get("calc") == {} and "calc" not in store.path.read_text()
+    store.put("a", {"T": "1"})
+    store.put("b", {"T": "2"})
+    store.keep({"b", "gone"})
+    assert store.get("a") == {} and store.get("b") == {"T": "2"} and store.path.stat().st_mode & 0o777 == 0o600
 
 
 def test_resources_add_the_two_resource_tools_unless_the_server_has_such_a_tool() -> None:

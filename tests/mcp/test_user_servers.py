@@ -141,6 +141,13 @@ def test_what_a_member_may_not_add(notes: World) -> None:
     r = elowen(notes, "mia", "mcp", "add", "dead", "--", sys.executable, str(SERVER), "dead")
     assert r.returncode == 1 and "mcp_unavailable" not in r.stdout and "dead" in r.stderr, r.stderr
     assert not any(name == "dead" for _, name in listed(notes, "mia"))
+    with notes.rest("mia") as c:  # NUL would reach the process' argv or environment: refused as bad input
+        for body in (
+            {"name": "nul", "command": sys.executable + "\x00", "args": [str(SERVER), "ok"]},
+            {"name": "nul", "command": sys.executable, "args": [str(SERVER), "ok"], "secret_env": {"T": "a\x00b"}},
+        ):
+            r = c.post("/mcp-servers", json=body)
+            assert r.status_code == 422 and r.json()["error"]["code"] == "validation_error" and "NUL" in r.text, r.text
 
 
 def test_cli_usage_errors_exit_2_and_an_unreachable_daemon_3(notes: World) -> None:
