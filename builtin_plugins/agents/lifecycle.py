@@ -1,6 +1,7 @@
 """An agent's life from spawn to end: :class:`Lifecycle`.
 
-* **Spawn** (:meth:`Lifecycle.launch`): the command line and environment from the provider
+* **Spawn** (:meth:`Lifecycle.launch`): the provider's one-time CLI set-up (:mod:`.stateinit`), the
+  command line and environment from the provider
   (resume when possible), tmux session ``elowen-t<task>-a<attempt>``, ``agent.spawned``.
 * **Re-adoption** (:meth:`Lifecycle.adopt`): live sessions recorded as running are taken back
   after a restart (never spawned twice), ``agent.adopted``; dead ones go to the stuck detector.
@@ -45,6 +46,7 @@ from .decisions import DecisionStore
 from .sandbox import SandboxUnavailable, choose_mode, elowen_secrets, plan_spawn
 from .sessions import SessionStore
 from .spawn import Launch, agent_env, render_prompt
+from .stateinit import StateInit
 
 __all__ = ["PERMISSION_PATH", "SHELLS", "Lifecycle", "agent_data"]
 
@@ -86,8 +88,10 @@ class Lifecycle:
         publish: Callable[[str, Mapping[str, Any], int | None], None],
         start: Callable[..., None],
         wake: Callable[[], None],
+        state_init: StateInit | None = None,
     ) -> None:
         self.ctx = ctx
+        self.state_init = state_init or StateInit()
         self.config = config
         self.sessions = sessions
         self.decisions = decisions
@@ -259,6 +263,7 @@ class Lifecycle:
                 return False
             if launch.cli_session_id:
                 self.sessions.set_cli_session_id(name, launch.cli_session_id)
+            await self.state_init.ensure(provider, launch.env)
             spawned = await self.tmux().spawn(name, argv, cwd=launch.workdir, env=launch.env)
         except Exception as exc:
             log.exception("spawning %s failed", name)

@@ -35,6 +35,7 @@ from .lifecycle import Lifecycle, missing_program
 from .scheduler import Scheduler
 from .sessions import SessionStore
 from .spawn import elowen_bin_dir
+from .stateinit import StateInit
 from .tickets import Ticket, Tickets
 
 __all__ = ["AgentsService"]
@@ -62,6 +63,7 @@ class AgentsService:
         self.decision_store = DecisionStore(ctx.store, ctx.publish, self._project_of)
         self.executors = Executors(ctx)  # service ``executors``: the provider registry and [execs]
         self.keys = Keys(self.tmux)
+        self.state_init = StateInit()  # one per enable, shared by both spawn paths
         self.lifecycle = Lifecycle(
             ctx,
             config,
@@ -73,6 +75,7 @@ class AgentsService:
             publish=self._publish,
             start=self._start,
             wake=self.wake,
+            state_init=self.state_init,
         )
         self.decisions = Decisions(
             self.decision_store,
@@ -175,6 +178,7 @@ class AgentsService:
         missing = missing_program(argv[0], full)
         if missing:
             raise SpawnError(f"cannot start {resolved.spec}: the program {missing!r} is not installed or not on the PATH")
+        await self.state_init.ensure(provider, full)
         try:
             spawned = await self.tmux().spawn(name, argv, cwd=cwd, env=full)
         except Exception as exc:  # TmuxError and LookupError (tmux off) alike

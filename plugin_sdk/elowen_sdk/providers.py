@@ -530,6 +530,17 @@ class Provider:
         """
         return None
 
+    def init_command(self, *, env: Mapping[str, str] | None = None) -> list[str] | None:
+        """A command that creates or upgrades the CLI's own state (its database) and exits, or
+        ``None`` (the default) when starting several instances at once is safe. The agents
+        plugin runs it once per daemon run for each (binary, state folder) before the first
+        spawn, one at a time, in an empty temporary folder, without the pane's sandbox but
+        with the pane's environment; a failure or a run over 60 s is logged and the spawn goes
+        on. Why: OpenCode 1.18.33 left one of two instances started together on a fresh data
+        folder hanging at start-up for good (2 of 8 pairs; 0 of 12 once the database existed).
+        """
+        return None
+
     def state_paths(self, *, env: Mapping[str, str] | None = None) -> list[Path]:
         """The folders and files the CLI keeps its own config and state in: read-write inside
         the agent sandbox (everything else but the project is read-only there). Default:
@@ -699,6 +710,13 @@ class OpenCodeFamilyProvider(Provider):
             },
         }
         return {self.config_content_env: json.dumps({**config, "mcp": servers}, separators=(",", ":"))}
+
+    def init_command(self, *, env: Mapping[str, str] | None = None) -> list[str] | None:
+        """``BIN --pure session list``: opens the database, runs its migrations and exits
+        (OpenCode 1.18.33: 1.6 s on a fresh folder; Kilo 7.7.7: 4 s). Two instances started at
+        once on a fresh folder each run the migrations, and one of them can hang for good
+        (OpenCode 1.18.33, measured). ``--pure``: no external plugins are loaded."""
+        return [self.settings.binary, "--pure", "session", "list"]
 
     def database(self, env: Mapping[str, str] | None = None) -> Path:
         """``$XDG_DATA_HOME/<data_dir>/<data_dir>.db`` of the spawned process."""
