@@ -81,9 +81,9 @@ def _int(value: Any, name: str, lo: int, hi: int, default: int) -> int:
     try:
         n = int(value)
     except (TypeError, ValueError):
-        raise HTTPError(400, "bad_request", f"{name}: an integer from {lo} to {hi}") from None
+        raise HTTPError(422, "validation_error", f"{name}: an integer from {lo} to {hi}") from None
     if not lo <= n <= hi:
-        raise HTTPError(400, "bad_request", f"{name}: an integer from {lo} to {hi}")
+        raise HTTPError(422, "validation_error", f"{name}: an integer from {lo} to {hi}")
     return n
 
 
@@ -97,8 +97,9 @@ def _invalid(exc: Exception) -> HTTPError:
     return HTTPError(422, "validation_error", str(exc))
 
 
-def routes(backend: Callable[[], MemoryBackend]) -> list[Route]:
-    """The routes over the current enable's backend (looked up per request)."""
+def routes(backend: Callable[[], MemoryBackend], project_exists: Callable[[int], bool] = lambda _id: True) -> list[Route]:
+    """The routes over the current enable's backend (looked up per request);
+    ``project_exists(id)``: whether a project of that id exists (the ``tasks`` service)."""
 
     def list_memories(request: Request) -> Any:
         uid = _user(request)
@@ -116,7 +117,12 @@ def routes(backend: Callable[[], MemoryBackend]) -> list[Route]:
             raise HTTPError(422, "validation_error", f"unknown field(s): {', '.join(sorted(unknown))}")
         project_id = body.get("project_id")
         if project_id is not None:
-            if not isinstance(project_id, int) or isinstance(project_id, bool) or not request.principal.can_see_project(project_id):
+            if (
+                not isinstance(project_id, int)
+                or isinstance(project_id, bool)
+                or not request.principal.can_see_project(project_id)
+                or not project_exists(project_id)
+            ):
                 raise HTTPError(422, "validation_error", "project_id: one of your projects")
         try:
             row = backend().add(uid, body.get("text"), kind=body.get("kind", "fact"), importance=body.get("importance", 0.5), project_id=project_id)  # type: ignore[arg-type]
@@ -128,7 +134,7 @@ def routes(backend: Callable[[], MemoryBackend]) -> list[Route]:
         uid = _user(request)
         q = request.query.get("q", "")
         if not q.strip():
-            raise HTTPError(400, "bad_request", "q: the text to search for")
+            raise HTTPError(422, "validation_error", "q: the text to search for (?q=…)")
         limit = _int(request.query.get("limit"), "limit", 1, 100, 6)
         try:
             found = await backend().search(uid, q, limit=limit)

@@ -19,7 +19,8 @@ from typing import Any
 
 import trio
 
-from elowen_sdk import Loop, Patch, Service, hookimpl
+from elowen_sdk import Loop, Patch, Service, ServiceUnavailable, hookimpl
+from elowen_sdk.services.tasks import TasksService
 
 from .api import routes
 from .embeddings import Embedder, EmbeddingError, LocalEmbedder, drain_once, make_embedder
@@ -83,7 +84,15 @@ def register_services(ctx: Any, register: Any) -> None:
 @hookimpl
 def register_routes(ctx: Any, register: Any) -> None:
     """The ``/memories`` routes (:mod:`.api`)."""
-    for route in routes(lambda: _state(ctx).backend):
+
+    def project_exists(project_id: int) -> bool:
+        try:
+            tasks = ctx.service(TasksService)
+        except ServiceUnavailable:
+            return True  # no tasks plugin: no project list to check against
+        return tasks.project(project_id) is not None
+
+    for route in routes(lambda: _state(ctx).backend, project_exists):
         register(route)
 
 

@@ -42,6 +42,8 @@ def memory_list(app: App, include_all: bool, kind: str | None, as_json: bool) ->
 @click.pass_obj
 def memory_search(app: App, query: str, limit: int, as_json: bool) -> None:
     """Your memories ranked for QUERY, as the brain would recall them (no use is counted)."""
+    if not query.strip():
+        raise click.BadParameter("give the text to search for", param_hint="QUERY")
     items = app.api.get("/memories/search", q=query, limit=limit)["items"]
     if as_json:
         echo_json(items)

@@ -65,6 +65,8 @@ def test_cli_errors_exit_non_zero(daemon: Home) -> None:
     assert proc.returncode == 2
     proc = daemon.run("memory", "history", "abc")
     assert proc.returncode == 2
+    proc = daemon.run("memory", "search", "  ")
+    assert proc.returncode == 2 and "give the text to search for" in proc.stderr
 
 
 def test_one_user_never_sees_anothers_memories(daemon: Home, bob: dict[str, Any]) -> None:
@@ -120,9 +122,13 @@ def test_one_user_never_sees_anothers_memories(daemon: Home, bob: dict[str, Any]
         ("GET", "/memories/999999", None, 404),
         ("GET", "/memories/abc", None, 404),
         ("PATCH", "/memories/999999", {"text": "x"}, 404),
-        ("GET", "/memories?limit=0", None, 400),
+        ("GET", "/memories?limit=0", None, 422),
+        ("GET", "/memories?limit=x", None, 422),
         ("GET", "/memories?cursor=garbage", None, 400),
-        ("GET", "/memories/search", None, 400),
+        ("GET", "/memories/search", None, 422),
+        ("GET", "/memories/search?q=%20", None, 422),
+        ("GET", "/memories/search?q=x&limit=101", None, 422),
+        ("POST", "/memories", {"text": "ok", "project_id": 999999}, 422),  # the admin may see any project, but this one does not exist
         ("POST", "/memories/purge", {"user_id": "x"}, 422),
     ],
 )
@@ -134,6 +140,16 @@ def test_bad_input_answers_a_clear_4xx(daemon: Home, method: str, path: str, bod
     else:
         assert r.status_code == status, r.text[:300]
     assert "error" in r.json() and r.json()["error"]["message"]
+
+
+def test_a_memory_scoped_to_an_existing_project(daemon: Home, tmp_path: Path) -> None:
+    (tmp_path / "repo").mkdir()
+    with _api(daemon, daemon.token()) as api:
+        pid = api.post("/projects", json={"name": "memproj", "path": str(tmp_path / "repo")}).json()["id"]
+        r = api.post("/memories", json={"text": "memproj deploys with make ship", "project_id": pid})
+        assert r.status_code == 201 and r.json()["project_id"] == pid, r.text[:300]
+        r = api.post("/memories", json={"text": "nowhere", "project_id": pid + 1000})
+        assert r.status_code == 422 and "project_id" in r.json()["error"]["message"]
 
 
 def test_unauthenticated_is_refused(daemon: Home) -> None:
