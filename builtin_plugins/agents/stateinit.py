@@ -34,7 +34,7 @@ class StateInit:
     ``$XDG_DATA_HOME``), at most ``timeout`` seconds; a command that fails or runs over is
     logged and counts as run (the spawn goes on: the CLI then sets itself up)."""
 
-    def __init__(self, timeout: float = 60.0) -> None:
+    def __init__(self, timeout: float = 30.0) -> None:
         self.timeout = timeout
         self._locks: dict[_Key, trio.Lock] = {}
         self._done: set[_Key] = set()

@@ -535,7 +535,7 @@ class Provider:
         ``None`` (the default) when starting several instances at once is safe. The agents
         plugin runs it once per daemon run for each (binary, state folder) before the first
         spawn, one at a time, in an empty temporary folder, without the pane's sandbox but
-        with the pane's environment; a failure or a run over 60 s is logged and the spawn goes
+        with the pane's environment; a failure or a run over 30 s is logged and the spawn goes
         on. Why: OpenCode 1.18.33 left one of two instances started together on a fresh data
         folder hanging at start-up for good (2 of 8 pairs; 0 of 12 once the database existed).
         """

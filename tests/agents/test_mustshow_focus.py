@@ -41,7 +41,8 @@ def test_approve_moves_back_to_allow_once(tmp_path: Path, name: str, keys: list[
     drawn = tmp_path / "screen.ansi"
     drawn.write_text((CAPTURED / f"{name}.ansi.txt").read_text().rstrip("\n"))
     agent = tmp_path / "fake-opencode"
-    agent.write_text(f"#!/bin/sh\nclear\ncat {drawn}\nexec sleep 600\n")
+    # `--pure session list` is the provider's one-time state set-up (Provider.init_command): exits, as OpenCode's does
+    agent.write_text(f'#!/bin/sh\n[ "$2" = session ] && exit 0\nclear\ncat {drawn}\nexec sleep 600\n')
     agent.chmod(agent.stat().st_mode | stat.S_IEXEC)
     home = tmp_path / "elowen"
     home.mkdir()
