@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -63,7 +64,9 @@ class AgentsService:
         self.decision_store = DecisionStore(ctx.store, ctx.publish, self._project_of)
         self.executors = Executors(ctx)  # service ``executors``: the provider registry and [execs]
         self.keys = Keys(self.tmux)
-        self.state_init = StateInit()  # one per enable, shared by both spawn paths
+        data_dir = getattr(ctx, "data_dir", None)
+        # one per enable, shared by both spawn paths; run in this plugin's own folder (no shared folder's config above it)
+        self.state_init = StateInit(workdir=Path(data_dir) / "cli-init" if data_dir else None)
         self.lifecycle = Lifecycle(
             ctx,
             config,

@@ -533,10 +533,11 @@ class Provider:
     def init_command(self, *, env: Mapping[str, str] | None = None) -> list[str] | None:
         """A command that creates or upgrades the CLI's own state (its database) and exits, or
         ``None`` (the default) when starting several instances at once is safe. The agents
-        plugin runs it once per daemon run for each (binary, state folder) before the first
-        spawn, one at a time, in an empty temporary folder, without the pane's sandbox but
-        with the pane's environment; a failure or a run over 30 s is logged and the spawn goes
-        on. Why: OpenCode 1.18.33 left one of two instances started together on a fresh data
+        plugin runs it once per enable for each (binary, :meth:`state_paths`) before the first
+        spawn, one at a time, in an empty folder of its own, without the pane's sandbox but
+        with the pane's environment (less the daemon's ``TMUX``/``TMUX_PANE``), output
+        discarded; a failure or a run over 30 s (its process group is then killed) is logged
+        and the spawn goes on. Why: OpenCode 1.18.33 left one of two instances started together on a fresh data
         folder hanging at start-up for good (2 of 8 pairs; 0 of 12 once the database existed).
         """
         return None

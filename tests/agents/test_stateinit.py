@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -93,13 +94,14 @@ def test_the_pane_environment_reaches_it_over_the_daemons(tmp_path: Path) -> Non
 
 def test_a_failing_command_is_logged_and_counts_as_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     log = tmp_path / "log"
-    cli = script(tmp_path, f"echo ran >> {log}; echo 'database is locked' >&2; exit 3\n")
+    cli = script(tmp_path, f'echo ran >> {log}; echo \'bad config: {{"apiKey":"sk-SECRET-123"}}\' >&2; exit 3\n')
     init = StateInit()
     with caplog.at_level(logging.WARNING, "elowen.plugin.agents"):
         trio.run(init.ensure, ScriptProvider(cli), {"HOME": str(tmp_path)})
         trio.run(init.ensure, ScriptProvider(cli), {"HOME": str(tmp_path)})
     assert lines(log) == ["ran"]
-    assert "exited with status 3" in caplog.text and "database is locked" in caplog.text
+    assert "exited with status 3" in caplog.text
+    assert "sk-SECRET" not in caplog.text  # a CLI's output may echo its config, keys included: never logged
 
 
 def test_a_hanging_command_is_stopped_at_the_timeout(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -113,8 +115,84 @@ def test_a_hanging_command_is_stopped_at_the_timeout(tmp_path: Path, caplog: pyt
 
     with caplog.at_level(logging.WARNING, "elowen.plugin.agents"):
         took = trio.run(main)
-    assert took < 10, took  # trio ends the process (SIGKILL after its grace period)
+    assert took < 3, took  # its process group is killed at once
     assert "ran over" in caplog.text
+
+
+def test_at_the_timeout_the_whole_process_group_dies(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    # a wrapper that ignores SIGTERM and leaves a child holding the output
+    cli = script(tmp_path, f"trap '' TERM; sleep 60 & echo $! > {pid_file}; wait\n")
+    init = StateInit(timeout=0.5)
+
+    async def main() -> float:
+        started = trio.current_time()
+        await init.ensure(ScriptProvider(cli), {"HOME": str(tmp_path)})
+        return trio.current_time() - started
+
+    took = trio.run(main)
+    assert took < 3, took
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the set-up's child outlived it"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_cancelled_set_up_does_not_count_and_the_next_spawn_runs_it(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    cli = script(tmp_path, f"echo start >> {log}; sleep 1; echo end >> {log}\n")
+    init = StateInit()
+    env = {"HOME": str(tmp_path)}
+    seen: list[list[str]] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            first = trio.CancelScope()
+
+            async def cancelled_spawn() -> None:
+                with first:
+                    await init.ensure(ScriptProvider(cli), env)
+
+            async def waiting_spawn() -> None:
+                await trio.sleep(0.1)
+                await init.ensure(ScriptProvider(cli), env)
+                seen.append(lines(log))
+
+            nursery.start_soon(cancelled_spawn)
+            nursery.start_soon(waiting_spawn)
+            await trio.sleep(0.3)
+            first.cancel()  # the task, or the plugin calling, stopped mid-set-up
+
+    trio.run(main)
+    assert init.runs == 2
+    assert seen == [["start", "start", "end"]]  # the waiter ran it to its end before going on
+
+
+def test_it_never_raises_and_a_relative_binary_runs_from_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "out"
+    (tmp_path / "bin").mkdir()
+    cli = tmp_path / "bin" / "cli"
+    cli.write_text(f'#!/bin/sh\necho "$TMUX|$TMUX_PANE|$PWD" > {out}\n')
+    cli.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMUX", "/tmp/tmux-0/default,1,0")
+    monkeypatch.setenv("TMUX_PANE", "%1")
+    init = StateInit(workdir=tmp_path / "private")
+    trio.run(init.ensure, ScriptProvider(Path("bin/cli")), {"HOME": str(tmp_path)})
+    tmux, pane, cwd = out.read_text().strip().split("|")
+    assert (tmux, pane) == ("", "")  # the daemon's own tmux client variables stay out
+    assert Path(cwd).parent == tmp_path / "private"
+    trio.run(init.ensure, ScriptProvider(cli), {"HOME": str(tmp_path / "other"), "BAD": "nul\x00byte"})  # logged, not raised
+    assert init.runs == 2
 
 
 def test_no_command_or_no_program_runs_nothing(tmp_path: Path) -> None:
