@@ -10,7 +10,7 @@
 -- To change the schema: edit the complete schema above, bump the version, and append an
 -- "-- upgrade to N" section doing the same change to an existing database.
 --
--- version: 4
+-- version: 5
 
 -- The event bus's durable log (elowen.core.events). AUTOINCREMENT keeps ids increasing even
 -- after pruning, so an SSE Last-Event-ID never points at a reused id.
@@ -64,7 +64,7 @@ CREATE TABLE users (
 );
 CREATE UNIQUE INDEX users_overseer_mission ON users (mission_id) WHERE kind = 'overseer';
 
--- The highest user id ever deleted: a new user's id is above it (UsersService.create), so a
+-- The highest user (and project) id ever deleted: a new user's id is above it (UsersService.create), so a
 -- deleted user's id, under which plugins keep memories, jobs and conversations, is never
 -- handed to someone else (an INTEGER PRIMARY KEY alone reuses the highest id once deleted).
 CREATE TABLE id_highwater (
@@ -82,6 +82,10 @@ CREATE TABLE projects (
     path        TEXT NOT NULL UNIQUE,
     created_at  TEXT NOT NULL
 );
+-- a new project's id is above every id ever deleted (ProjectService.create), as for users
+CREATE TRIGGER projects_highwater AFTER DELETE ON projects BEGIN
+    INSERT INTO id_highwater (name, n) VALUES ('projects', OLD.id) ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
+END;
 
 -- Which projects a member may see and act on (admins see every project).
 CREATE TABLE user_projects (
@@ -183,4 +187,14 @@ CREATE TRIGGER IF NOT EXISTS users_highwater AFTER DELETE ON users BEGIN
     INSERT INTO id_highwater (name, n) VALUES ('users', OLD.id) ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
 END;
 INSERT INTO id_highwater (name, n) SELECT 'users', coalesce(max(id), 0) FROM users WHERE true
+    ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
+
+-- upgrade to 5
+-- Deleted project ids are never reused either (plugins keep missions, memories' project scope
+-- and more under a project id). Ids deleted before this version are not known; the current
+-- highest id is the starting mark.
+CREATE TRIGGER IF NOT EXISTS projects_highwater AFTER DELETE ON projects BEGIN
+    INSERT INTO id_highwater (name, n) VALUES ('projects', OLD.id) ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);
+END;
+INSERT INTO id_highwater (name, n) SELECT 'projects', coalesce(max(id), 0) FROM projects WHERE true
     ON CONFLICT (name) DO UPDATE SET n = max(n, excluded.n);

@@ -154,8 +154,8 @@ def test_a_version_1_database_is_upgraded_in_place(tmp_path: Path) -> None:
     conn.close()
     store = Store(db)
     try:
-        assert store.schema_version == 4  # every upgrade since runs too (3: users.kind, 4: id_highwater)
-        assert store.query_one("PRAGMA user_version") == {"user_version": 4}
+        assert store.schema_version == 5  # every upgrade since runs too (3: users.kind, 4: id_highwater, 5: projects in it)
+        assert store.query_one("PRAGMA user_version") == {"user_version": 5}
         assert store.query("SELECT name, password_hash, kind FROM users") == [{"name": "old", "password_hash": None, "kind": "person"}]
         assert store.query("SELECT hash, origin FROM tokens") == [{"hash": "h", "origin": "issued"}]
         assert store.integrity_check() == "ok"

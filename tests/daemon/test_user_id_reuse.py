@@ -54,3 +54,42 @@ def test_a_new_user_never_inherits_a_deleted_users_id_or_data(full_daemon: Daemo
             assert dora_id > carl_id
     finally:
         restarted.stop()
+
+
+def test_a_new_project_never_gets_a_deleted_projects_id(full_daemon: DaemonProc, tmp_path: Path) -> None:
+    # what plugins keep under a project id (a memory's project scope here) must not pass to a new project
+    for name in ("one", "two", "three"):
+        (tmp_path / name).mkdir()
+    with full_daemon.admin() as admin:
+        one = admin.post("/projects", json={"name": "one", "path": str(tmp_path / "one")}).json()["id"]
+        two = admin.post("/projects", json={"name": "two", "path": str(tmp_path / "two")}).json()["id"]
+        scoped = admin.post("/memories", json={"text": "two deploys with make ship", "project_id": two})
+        assert scoped.status_code == 201, scoped.text
+        assert admin.delete(f"/projects/{two}").status_code in (200, 204)
+        three = admin.post("/projects", json={"name": "three", "path": str(tmp_path / "three")}).json()["id"]
+        assert three not in (one, two) and three > two, "the deleted project's id was handed to a new project"
+
+
+def test_the_upgrade_starts_the_project_mark_at_the_highest_id(tmp_path: Path) -> None:
+    import apsw
+
+    from elowen.core.store import Store
+
+    db = tmp_path / "v4.db"
+    store = Store(db)
+    store.execute("INSERT INTO projects (id, name, path, created_at) VALUES (7, 'p', '/p', 'x')")
+    store.close()
+    conn = apsw.Connection(str(db))  # back to a version 4 file: no project trigger, no mark
+    conn.execute("DROP TRIGGER projects_highwater")
+    conn.execute("DELETE FROM id_highwater WHERE name = 'projects'")
+    conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    store = Store(db)
+    try:
+        assert store.schema_version == 5
+        assert store.query_one("SELECT n FROM id_highwater WHERE name = 'projects'") == {"n": 7}
+        store.execute("DELETE FROM projects WHERE id = 7")
+        assert store.query_one("SELECT n FROM id_highwater WHERE name = 'projects'") == {"n": 7}
+        assert store.integrity_check() == "ok"
+    finally:
+        store.close()

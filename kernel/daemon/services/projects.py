@@ -11,6 +11,7 @@ from elowen.core.store import Store, utc_iso
 from elowen_sdk import ElowenError
 
 __all__ = [
+    "NEXT_PROJECT_ID",
     "OPEN_STATES",
     "ProjectBusy",
     "ProjectError",
@@ -23,6 +24,12 @@ __all__ = [
 
 #: Task states that make a project "busy" (its deletion needs ``force``).
 OPEN_STATES = ("open", "in_progress", "blocked")
+
+
+NEXT_PROJECT_ID = "(SELECT max(coalesce((SELECT max(id) FROM projects), 0), coalesce((SELECT n FROM id_highwater WHERE name = 'projects'), 0)) + 1)"
+"""SQL for a new project's id: above every id in use and every id ever deleted
+(``id_highwater``), so what plugins keep under a deleted project's id (a mission, memories
+scoped to it) never passes to a new project."""
 
 
 class ProjectError(ElowenError, ValueError):
@@ -121,7 +128,7 @@ class ProjectService:
             if clash is not None:
                 what = "name" if clash["name"] == name else "folder"
                 raise ProjectExists(f"a project with that {what} already exists ({clash['name']}: {clash['path']})")
-            project_id = self.store.execute("INSERT INTO projects (name, path, created_at) VALUES (?, ?, ?)", (name, folder, utc_iso()))
+            project_id = self.store.execute(f"INSERT INTO projects (id, name, path, created_at) VALUES ({NEXT_PROJECT_ID}, ?, ?, ?)", (name, folder, utc_iso()))
         project = self.get(project_id)
         assert project is not None
         self.events.publish("project.created", {"id": project_id, "project": project}, project_id)
